@@ -1,0 +1,71 @@
+"""``pdchaos``: bring the embedded stack up and down, and show its status.
+
+Every error is one line on stderr and a non-zero exit; nothing is left running after a
+failed ``up``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from chaos.errors import ChaosError
+from chaos.procs import alive
+from chaos.stack import StackConfig, StackInfo
+from chaos.targets.embedded import EmbeddedStack
+
+__all__ = ["main"]
+
+DEFAULT_STATE_DIR = Path(os.environ.get("PDCHAOS_STATE_DIR", ".pdchaos"))
+DEFAULT_PORT_BASE = int(os.environ.get("PDCHAOS_PORT_BASE", "41000"))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pdchaos", description="Chaos testing for prefill/decode disaggregated SGLang serving.")
+    p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json and logs live (default: .pdchaos)")
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the embedded stack (Toxiproxy, pdsim prefill and decode, smg)")
+    up.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE, help="first of 12 consecutive ports (default: 41000)")
+    up.add_argument("--json", action="store_true", help="print stack.json on stdout")
+    sub.add_parser("status", help="show the running stack and whether each service is alive")
+    sub.add_parser("down", help="stop every service of the stack")
+    return p
+
+
+def _status(info: StackInfo) -> dict[str, object]:
+    return {
+        "run_id": info.run_id,
+        "endpoints": info.endpoints,
+        "services": {n: {"pid": s["pid"], "alive": alive(int(s["pid"])), "log": s["log"]} for n, s in info.services.items()},
+        "proxies": info.proxies,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "up":
+            stack = EmbeddedStack.up(StackConfig(port_base=args.port_base, state_dir=args.state_dir))
+            if args.json:
+                print(stack.info.to_json())
+            else:
+                print(f"stack {stack.info.run_id} up: client endpoint {stack.info.endpoints['client']} (state in {stack.info.path})")
+        elif args.command == "status":
+            print(json.dumps(_status(StackInfo.load(args.state_dir)), indent=2))
+        elif args.command == "down":
+            EmbeddedStack.attach(args.state_dir).down()
+            print("stack down")
+    except ChaosError as exc:
+        print(f"pdchaos: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pdchaos: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

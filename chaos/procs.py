@@ -1,0 +1,97 @@
+"""Local processes: start in their own process group, signal, read state, stop for sure.
+
+Every service the embedded stack starts runs in a new session, so one ``killpg`` reaches
+it and anything it spawned. Stopping escalates from SIGTERM to SIGKILL after a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.errors import TargetError
+from chaos.wait import wait_until
+
+__all__ = ["ProcSpec", "alive", "proc_state", "signal_group", "spawn", "stop_group"]
+
+
+@dataclass(frozen=True)
+class ProcSpec:
+    """How to (re)start one service: its argv, extra environment and log file."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    log: Path
+
+    def to_json(self) -> dict[str, object]:
+        return {"argv": list(self.argv), "env": self.env, "log": str(self.log)}
+
+    @classmethod
+    def from_json(cls, name: str, raw: dict[str, object]) -> "ProcSpec":
+        return cls(name, tuple(raw["argv"]), dict(raw["env"]), Path(str(raw["log"])))  # type: ignore[arg-type]
+
+
+def spawn(spec: ProcSpec) -> int:
+    """Start the process detached (own session), appending to its log; returns the pid."""
+    spec.log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **spec.env}
+    with open(spec.log, "ab") as log:
+        log.write(f"---- pdchaos: start {spec.name} at {time.time():.6f}: {' '.join(spec.argv)}\n".encode())
+        log.flush()
+        try:
+            proc = subprocess.Popen(spec.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, close_fds=True)
+        except OSError as exc:
+            raise TargetError(f"cannot start {spec.name} ({spec.argv[0]}): {exc}") from exc
+    _CHILDREN[proc.pid] = proc
+    return proc.pid
+
+
+# Popen objects of our own children, so that they are reaped (no zombies) once they exit.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def proc_state(pid: int) -> str | None:
+    """The state letter from /proc/<pid>/stat (R, S, T, Z, ...), or None if gone."""
+    child = _CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        _CHILDREN.pop(pid, None)
+        return None
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat.rpartition(")")[2].split()[0]
+
+
+def alive(pid: int) -> bool:
+    state = proc_state(pid)
+    return state is not None and state != "Z"
+
+
+def signal_group(pid: int, sig: signal.Signals) -> bool:
+    """Signal the whole process group led by ``pid``; False if it is already gone."""
+    try:
+        os.killpg(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError as exc:
+        raise TargetError(f"not allowed to signal process group {pid}: {exc}") from exc
+
+
+def stop_group(pid: int, *, grace_s: float = 5.0) -> None:
+    """SIGCONT (a frozen process cannot exit), SIGTERM, then SIGKILL after ``grace_s``."""
+    if not signal_group(pid, signal.SIGCONT):
+        proc_state(pid)  # reaps it if it was our child
+        return
+    signal_group(pid, signal.SIGTERM)
+    try:
+        wait_until(lambda: not alive(pid), timeout_s=grace_s, what=f"process {pid} exits after SIGTERM")
+    except TargetError:
+        signal_group(pid, signal.SIGKILL)
+        wait_until(lambda: not alive(pid), timeout_s=5.0, what=f"process {pid} exits after SIGKILL")

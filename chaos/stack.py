@@ -1,0 +1,162 @@
+"""What a running stack is: ports, endpoints, proxies, services, and its configuration.
+
+``StackInfo`` is written to ``<state_dir>/stack.json`` by ``pdchaos up`` and read by
+``pdchaos status``/``down``, by the pytest plugin and by users' own scripts: it is the one
+description of a stack, whoever started it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import ConfigError
+from chaos.procs import ProcSpec
+
+__all__ = ["PROXIES", "PortPlan", "ServiceRecord", "StackConfig", "StackInfo", "Timeouts"]
+
+# name -> (what it connects); the four links the suites break
+PROXIES = ("client_router", "bootstrap", "control", "kv")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The engines' PD timeouts (SGLang's environment variables), in seconds.
+
+    Defaults are short so that tests run in seconds; values set in the environment of
+    ``pdchaos up`` or ``pytest`` win, exactly as they would for SGLang.
+    """
+
+    bootstrap_s: float = 3.0
+    waiting_s: float = 8.0
+    inflight_s: float = 4.0
+    heartbeat_interval_s: float = 2.0
+    heartbeat_max_failure: int = 2
+
+    ENV = {
+        "bootstrap_s": "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+        "waiting_s": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+        "inflight_s": "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT",
+        "heartbeat_interval_s": "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL",
+        "heartbeat_max_failure": "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE",
+    }
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "Timeouts":
+        env = dict(os.environ) if env is None else env
+        values: dict[str, Any] = {}
+        for attr, var in cls.ENV.items():
+            raw = env.get(var)
+            if raw:
+                try:
+                    values[attr] = int(raw) if attr == "heartbeat_max_failure" else float(raw)
+                except ValueError as exc:
+                    raise ConfigError(f"{var}={raw!r} is not a number") from exc
+        return cls(**values)
+
+    def to_env(self) -> dict[str, str]:
+        return {var: str(getattr(self, attr)) for attr, var in self.ENV.items()}
+
+    @property
+    def heartbeat_detect_s(self) -> float:
+        """Worst case for decode to declare prefill dead (SGLang floors the interval at 2 s)."""
+        return max(self.heartbeat_interval_s, 2.0) * (max(self.heartbeat_max_failure, 1) + 1) + 3.0
+
+
+@dataclass(frozen=True)
+class PortPlan:
+    """Every port of one stack, from one base, so stacks can run side by side."""
+
+    base: int
+
+    def __post_init__(self) -> None:
+        if not 1024 <= self.base <= 65535 - 16:
+            raise ConfigError(f"port base {self.base} out of range 1024..65519")
+
+    toxiproxy = property(lambda s: s.base)
+    client_router = property(lambda s: s.base + 1)
+    router = property(lambda s: s.base + 2)
+    router_metrics = property(lambda s: s.base + 3)
+    prefill = property(lambda s: s.base + 4)
+    prefill_bootstrap = property(lambda s: s.base + 5)
+    bootstrap = property(lambda s: s.base + 6)
+    prefill_control = property(lambda s: s.base + 7)
+    control = property(lambda s: s.base + 8)
+    decode = property(lambda s: s.base + 9)
+    decode_kv = property(lambda s: s.base + 10)
+    kv = property(lambda s: s.base + 11)
+
+    def all(self) -> list[int]:
+        return list(range(self.base, self.base + 12))
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Knobs of the embedded stack; engine speed is chosen so that faults have windows."""
+
+    port_base: int = 41000
+    state_dir: Path = Path(".pdchaos")
+    timeouts: Timeouts = field(default_factory=Timeouts.from_env)
+    defects: str = field(default_factory=lambda: os.environ.get("PDSIM_DEFECTS", ""))
+    prefill_ms_per_token: float = 1.0
+    decode_ms_per_step: float = 10.0
+    kv_bytes_per_token: int = 1024
+    max_running_requests: int = 64
+    router_request_timeout_s: int = 30
+    startup_timeout_s: float = 30.0
+
+
+@dataclass
+class ServiceRecord:
+    spec: ProcSpec
+    pid: int
+    url: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "url": self.url, **self.spec.to_json()}
+
+
+@dataclass
+class StackInfo:
+    """The content of stack.json."""
+
+    kind: str
+    run_id: str
+    port_base: int
+    state_dir: str
+    endpoints: dict[str, str]
+    proxies: dict[str, dict[str, str]]
+    services: dict[str, dict[str, Any]]
+    config: dict[str, Any]
+    created: float = field(default_factory=time.time)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.state_dir) / "stack.json"
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True))
+        tmp.replace(self.path)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> "StackInfo":
+        path = Path(state_dir) / "stack.json"
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"no stack at {path} (run `pdchaos up` first)") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+        try:
+            return cls(**raw)
+        except TypeError as exc:
+            raise ConfigError(f"{path} is not a pd-chaos stack file: {exc}") from exc

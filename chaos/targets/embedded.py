@@ -1,0 +1,307 @@
+"""The embedded stack: real Toxiproxy, two pdsim engines, real smg, as local processes.
+
+    client --[client_router]--> smg --+--> prefill (HTTP)      decode --[bootstrap]--> prefill bootstrap
+                                      +--> decode  (HTTP)      decode --[control]---> prefill control
+                                                               prefill --[kv]-------> decode kv
+
+``up()`` returns once smg's ``/readiness`` is 200 and one real request through
+``client_router`` succeeded. Every service runs in its own process group; ``down()``
+stops them all, and so does the ``pdchaos down`` of another process via stack.json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import uuid
+from pathlib import Path
+
+import httpx
+
+from chaos.errors import ConfigError, TargetError
+from chaos.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group
+from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
+from chaos.targets.base import SERVICES, Capability
+from chaos.tools import smg_binary, toxiproxy_binary
+from chaos.toxiproxy import ToxiproxyClient
+from chaos.wait import http_ok, wait_until
+
+__all__ = ["EmbeddedStack", "ports_free"]
+
+LOOPBACK = "127.0.0.1"
+_START_ORDER = ("toxiproxy", "prefill", "decode", "router")
+
+
+def _url(port: int) -> str:
+    return f"http://{LOOPBACK}:{port}"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def ports_free(plan: PortPlan) -> bool:
+    return all(_port_free(p) for p in plan.all())
+
+
+class EmbeddedStack:
+    """The local-process target. Build with ``EmbeddedStack.up(cfg)`` or ``attach(state_dir)``."""
+
+    capabilities = frozenset(Capability)
+
+    def __init__(self, info: StackInfo) -> None:
+        self.info = info
+
+    # ---- bring up / attach / down ---------------------------------------------------------
+    @classmethod
+    def up(cls, cfg: StackConfig) -> "EmbeddedStack":
+        state_dir = Path(cfg.state_dir).resolve()
+        cls._clear_stale(state_dir)
+        ports = PortPlan(cfg.port_base)
+        busy = [p for p in ports.all() if not _port_free(p)]
+        if busy:
+            raise ConfigError(f"ports {busy} on {LOOPBACK} are in use (another stack?); choose another --port-base")
+        info = StackInfo(
+            kind="embedded",
+            run_id=uuid.uuid4().hex[:12],
+            port_base=cfg.port_base,
+            state_dir=str(state_dir),
+            endpoints={
+                "client": _url(ports.client_router),
+                "router": _url(ports.router),
+                "router_metrics": f"{_url(ports.router_metrics)}/metrics",
+                "prefill": _url(ports.prefill),
+                "decode": _url(ports.decode),
+                "prefill_bootstrap": _url(ports.prefill_bootstrap),
+                "toxiproxy": _url(ports.toxiproxy),
+            },
+            proxies={
+                "client_router": {"listen": f"{LOOPBACK}:{ports.client_router}", "upstream": f"{LOOPBACK}:{ports.router}"},
+                "bootstrap": {"listen": f"{LOOPBACK}:{ports.bootstrap}", "upstream": f"{LOOPBACK}:{ports.prefill_bootstrap}"},
+                "control": {"listen": f"{LOOPBACK}:{ports.control}", "upstream": f"{LOOPBACK}:{ports.prefill_control}"},
+                "kv": {"listen": f"{LOOPBACK}:{ports.kv}", "upstream": f"{LOOPBACK}:{ports.decode_kv}"},
+            },
+            services={},
+            config={
+                "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
+                "defects": [d for d in cfg.defects.split(",") if d],
+                "router_request_timeout_s": cfg.router_request_timeout_s,
+                "prefill_ms_per_token": cfg.prefill_ms_per_token,
+                "decode_ms_per_step": cfg.decode_ms_per_step,
+                "kv_bytes_per_token": cfg.kv_bytes_per_token,
+                "startup_timeout_s": cfg.startup_timeout_s,
+            },
+        )
+        stack = cls(info)
+        specs = cls._specs(cfg, ports, state_dir)
+        try:
+            for name in _START_ORDER:
+                stack._launch(specs[name])
+                if name == "toxiproxy":
+                    stack._create_proxies()
+            stack._warm_up()
+        except BaseException:
+            stack.down()
+            raise
+        return stack
+
+    @classmethod
+    def attach(cls, state_dir: Path) -> "EmbeddedStack":
+        info = StackInfo.load(state_dir)
+        if info.kind != "embedded":
+            raise ConfigError(f"{info.path} describes a {info.kind!r} stack, not an embedded one")
+        return cls(info)
+
+    @staticmethod
+    def _clear_stale(state_dir: Path) -> None:
+        """A stack.json whose services are all gone is a crashed run's leftover: remove it.
+        One with live services belongs to a running stack: refuse to start over it."""
+        try:
+            old = StackInfo.load(state_dir)
+        except ConfigError:
+            return
+        live = {n: s["pid"] for n, s in old.services.items() if alive(int(s["pid"]))}
+        if live:
+            raise ConfigError(f"a stack is already up in {state_dir} (pids {live}); run `pdchaos down` first")
+        old.path.unlink(missing_ok=True)
+
+    @staticmethod
+    def _specs(cfg: StackConfig, ports: PortPlan, state_dir: Path) -> dict[str, ProcSpec]:
+        logs = state_dir / "logs"
+        engine_env = cfg.timeouts.to_env() | {"PDSIM_DEFECTS": cfg.defects, "PYTHONUNBUFFERED": "1"}
+        py = sys.executable
+        common = [
+            "--prefill-ms-per-token", str(cfg.prefill_ms_per_token),
+            "--decode-ms-per-step", str(cfg.decode_ms_per_step),
+            "--kv-bytes-per-token", str(cfg.kv_bytes_per_token),
+            "--max-running-requests", str(cfg.max_running_requests),
+        ]  # fmt: skip
+        return {
+            "toxiproxy": ProcSpec("toxiproxy", (toxiproxy_binary(), "-host", LOOPBACK, "-port", str(ports.toxiproxy)), {}, logs / "toxiproxy.log"),
+            "prefill": ProcSpec(
+                "prefill",
+                (py, "-m", "pdsim", "--mode", "prefill", "--port", str(ports.prefill),
+                 "--disaggregation-bootstrap-port", str(ports.prefill_bootstrap),
+                 "--control-port", str(ports.prefill_control), "--control-advertise", f"{LOOPBACK}:{ports.control}", *common),
+                engine_env,
+                logs / "prefill.log",
+            ),  # fmt: skip
+            "decode": ProcSpec(
+                "decode",
+                (py, "-m", "pdsim", "--mode", "decode", "--port", str(ports.decode),
+                 "--kv-port", str(ports.decode_kv), "--kv-advertise", f"{LOOPBACK}:{ports.kv}", *common),
+                engine_env,
+                logs / "decode.log",
+            ),  # fmt: skip
+            "router": ProcSpec(
+                "router",
+                (smg_binary(), "launch", "--host", LOOPBACK, "--port", str(ports.router), "--pd-disaggregation",
+                 "--prefill", _url(ports.prefill), str(ports.bootstrap), "--decode", _url(ports.decode),
+                 "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
+                 "--request-timeout-secs", str(cfg.router_request_timeout_s), "--log-level", "info"),
+                {"NO_COLOR": "1"},
+                logs / "router.log",
+            ),  # fmt: skip
+        }
+
+    def _launch(self, spec: ProcSpec) -> None:
+        pid = spawn(spec)
+        self.info.services[spec.name] = {"pid": pid, **spec.to_json()}
+        self.info.save()
+        self._wait_ready(spec.name)
+
+    def _ready_url(self, service: str) -> str:
+        e = self.info.endpoints
+        return {
+            "toxiproxy": f"{e['toxiproxy']}/version",
+            "prefill": f"{e['prefill']}/health",
+            "decode": f"{e['decode']}/health",
+            "router": f"{e['router']}/readiness",
+        }[service]
+
+    def _wait_ready(self, service: str) -> None:
+        pid = self.pid(service)
+        url = self._ready_url(service)
+
+        def ready() -> bool:
+            if not alive(pid):
+                raise TargetError(f"{service} exited during startup; see {self.log_path(service)}:\n{self._tail(service)}")
+            return http_ok(url)
+
+        wait_until(ready, timeout_s=float(self.info.config["startup_timeout_s"]), what=f"{service} ready at {url}", interval_s=0.05)
+
+    def _create_proxies(self) -> None:
+        with self.toxiproxy() as tp:
+            existing = tp.proxies()
+            for name in PROXIES:
+                p = self.info.proxies[name]
+                if name in existing:
+                    tp.delete(name)
+                tp.create(name, listen=p["listen"], upstream=p["upstream"])
+
+    def _warm_up(self) -> None:
+        """One real request through client_router, as a user's first request would go."""
+        url = f"{self.info.endpoints['client']}/generate"
+        body = {"text": "pdchaos warm-up", "sampling_params": {"max_new_tokens": 2}}
+
+        def ok() -> bool:
+            return httpx.post(url, json=body, timeout=5.0).status_code == 200
+
+        wait_until(ok, timeout_s=float(self.info.config["startup_timeout_s"]), what=f"a request through {url} succeeds", interval_s=0.2)
+
+    def toxiproxy(self) -> ToxiproxyClient:
+        return ToxiproxyClient(self.info.endpoints["toxiproxy"])
+
+    def down(self) -> None:
+        """Stop every service (reverse start order) and remove stack.json; errors are collected."""
+        errors: list[str] = []
+        for name in reversed(_START_ORDER):
+            rec = self.info.services.get(name)
+            if rec is None:
+                continue
+            try:
+                stop_group(int(rec["pid"]), grace_s=1.0)  # smg would linger 5 s to drain
+            except TargetError as exc:
+                errors.append(str(exc))
+        with contextlib.suppress(FileNotFoundError):
+            self.info.path.unlink()
+        if errors:
+            raise TargetError("; ".join(errors))
+
+    # ---- the Target interface ---------------------------------------------------------------
+    def _check(self, service: str) -> dict[str, object]:
+        if service not in SERVICES:
+            raise ConfigError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
+        rec = self.info.services.get(service)
+        if rec is None:
+            raise TargetError(f"{service} was never started in this stack")
+        return rec
+
+    def pid(self, service: str) -> int:
+        return int(self._check(service)["pid"])  # type: ignore[call-overload]
+
+    def spec(self, service: str) -> ProcSpec:
+        return ProcSpec.from_json(service, self._check(service))
+
+    def log_path(self, service: str) -> Path:
+        return self.spec(service).log
+
+    def is_running(self, service: str) -> bool:
+        return alive(self.pid(service))
+
+    def is_frozen(self, service: str) -> bool:
+        return proc_state(self.pid(service)) == "T"
+
+    def start(self, service: str) -> None:
+        if self.is_running(service):
+            raise TargetError(f"{service} is already running (pid {self.pid(service)})")
+        self._launch(self.spec(service))
+        if service == "toxiproxy":
+            self._create_proxies()
+
+    def stop(self, service: str) -> None:
+        stop_group(self.pid(service))
+
+    def kill(self, service: str) -> None:
+        pid = self.pid(service)
+        if not signal_group(pid, signal.SIGKILL):
+            raise TargetError(f"{service} (pid {pid}) was not running")
+        wait_until(lambda: not alive(pid), timeout_s=5.0, what=f"{service} (pid {pid}) gone after SIGKILL")
+
+    def freeze(self, service: str) -> None:
+        pid = self.pid(service)
+        if not signal_group(pid, signal.SIGSTOP):
+            raise TargetError(f"{service} (pid {pid}) was not running")
+        wait_until(lambda: self.is_frozen(service), timeout_s=5.0, what=f"{service} (pid {pid}) in state T")
+
+    def thaw(self, service: str) -> None:
+        pid = self.pid(service)
+        signal_group(pid, signal.SIGCONT)
+        wait_until(lambda: not self.is_frozen(service), timeout_s=5.0, what=f"{service} (pid {pid}) out of state T")
+
+    def restart(self, service: str) -> None:
+        """Stop (or find dead) the service, start it with the same command, wait until ready."""
+        if self.is_running(service):
+            self.stop(service)
+        self.start(service)
+
+    def logs(self, service: str) -> str:
+        try:
+            return self.log_path(service).read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def _tail(self, service: str, lines: int = 20) -> str:
+        return "\n".join(self.logs(service).splitlines()[-lines:])
+
+    def env_for_children(self) -> dict[str, str]:
+        return dict(os.environ)

@@ -1,0 +1,40 @@
+"""Waiting on a condition with a deadline: the only way the rig waits (never a bare sleep)."""
+
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+import httpx
+from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
+
+from chaos.errors import TargetError
+
+__all__ = ["wait_until", "http_ok"]
+
+T = TypeVar("T")
+
+_TRANSIENT = (httpx.HTTPError, OSError, ValueError)
+
+
+def wait_until(check: Callable[[], T], *, timeout_s: float, what: str, interval_s: float = 0.05) -> T:
+    """Poll ``check`` until it returns something truthy; transient errors count as "not yet".
+
+    Raises ``TargetError`` naming ``what`` and the last value or error once ``timeout_s``
+    has passed.
+    """
+    retrying = Retrying(
+        stop=stop_after_delay(timeout_s),
+        wait=wait_fixed(interval_s),
+        retry=retry_if_result(lambda r: not r) | retry_if_exception_type(_TRANSIENT),
+    )
+    try:
+        return retrying(check)
+    except RetryError as exc:
+        last = exc.last_attempt
+        seen = repr(last.exception()) if last.failed else repr(last.result())
+        raise TargetError(f"{what}: not true within {timeout_s:g}s (last: {seen})") from None
+
+
+def http_ok(url: str, *, timeout_s: float = 1.0) -> bool:
+    """One bounded GET; True on a 2xx."""
+    return httpx.get(url, timeout=timeout_s).is_success

@@ -1,0 +1,3 @@
+"""Loads the pd-chaos pytest plugin for tests/ and suites/."""
+
+pytest_plugins = ["chaos.plugin"]

@@ -1,0 +1,57 @@
+"""``python -m pdsim --mode prefill|decode --port N ...``: run one engine until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from aiohttp import web
+
+from pdsim.config import EngineConfig, Mode, config_from_args
+from pdsim.decode import DecodeEngine
+from pdsim.engine import Engine
+from pdsim.prefill import PrefillEngine
+from pdsim.reqlog import configure, log_event
+from pdsim.server import build_app
+
+
+async def _serve(cfg: EngineConfig) -> None:
+    engine: Engine = PrefillEngine(cfg) if cfg.mode is Mode.PREFILL else DecodeEngine(cfg)
+    runners: list[web.AppRunner] = []
+
+    async def listen(app: web.Application, port: int) -> None:
+        runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, cfg.host, port, reuse_address=True).start()
+        runners.append(runner)
+
+    await engine.start()
+    if isinstance(engine, PrefillEngine):
+        await listen(engine.bootstrap.app, cfg.bootstrap_port)
+    await listen(build_app(engine, cfg), cfg.port)
+    log_event("engine", state="ready", mode=cfg.mode.value, port=cfg.port, defects=",".join(sorted(d.value for d in cfg.defects)) or "none")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log_event("engine", state="stopping", mode=cfg.mode.value)
+    for runner in runners:
+        await runner.cleanup()
+    await engine.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg = config_from_args(argv)
+    except ValueError as exc:
+        print(f"pdsim: {exc}", file=sys.stderr)
+        return 2
+    configure(cfg.mode.value)
+    asyncio.run(_serve(cfg))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Engine configuration: command-line flags plus SGLang's environment variables.
+
+Timeouts are read from the same variables real SGLang reads, with the same defaults and
+floors, so that one environment configures pdsim and SGLang alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import os
+from dataclasses import dataclass, field
+
+from pdsim.defects import Defect, defects_from_env
+
+__all__ = ["EngineConfig", "Mode", "build_parser", "config_from_args"]
+
+
+class Mode(enum.Enum):
+    PREFILL = "prefill"
+    DECODE = "decode"
+
+
+def _env_float(name: str, default: float, floor: float | None = None) -> float:
+    raw = os.environ.get(name)
+    value = float(raw) if raw not in (None, "") else default
+    return max(value, floor) if floor is not None else value
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything one engine process needs; validated before any socket opens."""
+
+    mode: Mode
+    port: int
+    host: str = "127.0.0.1"
+    model: str = "pdsim/deterministic-1"
+    # prefill: where its bootstrap and control servers listen, and the control address it
+    # advertises in /route (a Toxiproxy listen address when the control link is proxied)
+    bootstrap_port: int = 8998
+    control_port: int = 0
+    control_advertise: str = ""
+    # decode: where its kv server listens, and the address it tells prefill to send KV to
+    kv_port: int = 0
+    kv_advertise: str = ""
+    prefill_s_per_token: float = 0.0005
+    decode_s_per_step: float = 0.01
+    kv_bytes_per_token: int = 256
+    kv_chunk_bytes: int = 65536
+    max_running_requests: int = 64
+    kv_pool_tokens: int = 200_000
+    max_total_num_tokens: int = 32768
+    tick_s: float = 0.005
+    truncate_tokens: int = 200
+    mixup_period: int = 3
+    bootstrap_timeout_s: float = 300.0
+    waiting_timeout_s: float = 300.0
+    inflight_timeout_s: float = 300.0
+    heartbeat_interval_s: float = 5.0
+    heartbeat_max_failure: int = 2
+    defects: frozenset[Defect] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        if self.mode is Mode.PREFILL and not (self.control_port and self.bootstrap_port):
+            raise ValueError("prefill needs --bootstrap-port and --control-port")
+        if self.mode is Mode.DECODE and not self.kv_port:
+            raise ValueError("decode needs --kv-port")
+        for name in ("prefill_s_per_token", "decode_s_per_step", "tick_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
+
+    def has(self, defect: Defect) -> bool:
+        return defect in self.defects
+
+    @property
+    def control_address(self) -> str:
+        return self.control_advertise or f"{self.host}:{self.control_port}"
+
+    @property
+    def kv_address(self) -> str:
+        return self.kv_advertise or f"{self.host}:{self.kv_port}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m pdsim", description=__doc__)
+    p.add_argument("--mode", required=True, choices=[m.value for m in Mode])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--model", default="pdsim/deterministic-1")
+    p.add_argument("--disaggregation-bootstrap-port", dest="bootstrap_port", type=int, default=8998)
+    p.add_argument("--control-port", type=int, default=0)
+    p.add_argument("--control-advertise", default="", help="host:port decode dials for control")
+    p.add_argument("--kv-port", type=int, default=0)
+    p.add_argument("--kv-advertise", default="", help="host:port prefill dials to send KV")
+    p.add_argument("--prefill-ms-per-token", type=float, default=0.5)
+    p.add_argument("--decode-ms-per-step", type=float, default=10.0)
+    p.add_argument("--kv-bytes-per-token", type=int, default=256)
+    p.add_argument("--max-running-requests", type=int, default=64)
+    p.add_argument("--kv-pool-tokens", type=int, default=200_000)
+    return p
+
+
+def config_from_args(argv: list[str] | None = None) -> EngineConfig:
+    a = build_parser().parse_args(argv)
+    return EngineConfig(
+        mode=Mode(a.mode),
+        host=a.host,
+        port=a.port,
+        model=a.model,
+        bootstrap_port=a.bootstrap_port,
+        control_port=a.control_port,
+        control_advertise=a.control_advertise,
+        kv_port=a.kv_port,
+        kv_advertise=a.kv_advertise,
+        prefill_s_per_token=a.prefill_ms_per_token / 1000,
+        decode_s_per_step=a.decode_ms_per_step / 1000,
+        kv_bytes_per_token=a.kv_bytes_per_token,
+        max_running_requests=a.max_running_requests,
+        kv_pool_tokens=a.kv_pool_tokens,
+        truncate_tokens=int(os.environ.get("PDSIM_TRUNCATE_TOKENS", "200")),
+        bootstrap_timeout_s=_env_float("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300.0),
+        waiting_timeout_s=_env_float("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300.0),
+        inflight_timeout_s=_env_float("SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT", 300.0),
+        heartbeat_interval_s=_env_float("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0, floor=2.0),
+        heartbeat_max_failure=int(_env_float("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2, floor=1)),
+        defects=defects_from_env(),
+    )

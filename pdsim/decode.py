@@ -1,0 +1,419 @@
+"""The decode engine: prealloc queue, transfer queue, running batch, heartbeat.
+
+Queue flow (SGLang's ``disaggregation/decode.py``): a request fetches prefill's route info
+(cached per bootstrap address), waits in the prealloc queue until the KV pool and the
+running limit admit it, sends its metadata to prefill over the control channel (the
+waiting-timeout clock starts here), waits in the transfer queue for the KV bytes on its kv
+server, then decodes one token per step.
+
+Timeouts: the waiting timeout covers WaitingForInput and Transferring (the latter is
+SGLang PR #31800's fix; the ``stuck_transferring`` defect leaves it out). The heartbeat
+GETs each known prefill's bootstrap ``/health``; after N failures every room of that
+prefill fails with "Lost connection with prefill instance".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from pdsim.config import EngineConfig
+from pdsim.defects import Defect
+from pdsim.engine import Engine
+from pdsim.kvpoll import KVPoll
+from pdsim.model import EOS_ID, detokenize, next_token
+from pdsim.reqlog import log_event
+from pdsim.request import Req, Update
+from pdsim.wire import read_frame, split_addr, write_frame
+
+__all__ = ["DecodeEngine"]
+
+_ROUTE_ATTEMPTS = 15
+_ROUTE_TIMEOUT = aiohttp.ClientTimeout(total=5)
+_HEARTBEAT_TIMEOUT = aiohttp.ClientTimeout(sock_connect=2, sock_read=3)
+_CONTROL_CONNECT_TIMEOUT_S = 5.0
+
+
+@dataclass
+class PrefillLink:
+    """Decode's view of one prefill: its route info and the control connection."""
+
+    addr: str
+    info: dict[str, Any]
+    writer: asyncio.StreamWriter | None = None
+    connecting: bool = False
+    heartbeat_failures: int = 0
+
+
+class DecodeEngine(Engine):
+    mode_name = "decode"
+
+    def __init__(self, cfg: EngineConfig) -> None:
+        super().__init__(cfg)
+        self.prealloc: list[Req] = []
+        self.transfer: list[Req] = []
+        self.running: list[Req] = []
+        self.links: dict[str, PrefillLink] = {}
+        self._fetching: dict[str, int] = {}  # addr -> attempts made; present while a fetch runs
+        self._fetch_failed: set[str] = set()
+        self._transfer_by_room: dict[int, Req] = {}
+        self._kv_conn: dict[str, asyncio.StreamWriter] = {}
+        self._completions = 0
+        self._last_aux: dict[str, Any] | None = None
+        self._kv_server: asyncio.AbstractServer | None = None
+        self._http: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        self._http = aiohttp.ClientSession()
+        self._kv_server = await asyncio.start_server(self._serve_kv, self.cfg.host, self.cfg.kv_port)
+        log_event("engine", state="started", mode="decode", kv=self.cfg.kv_address)
+        await super().start()
+        self.spawn(self._decode_loop())
+        if not self.cfg.has(Defect.NO_HEARTBEAT):
+            self.spawn(self._heartbeat_loop())
+
+    async def stop(self) -> None:
+        if self._kv_server is not None:
+            self._kv_server.close()
+        await super().stop()
+        if self._http is not None:
+            await self._http.close()
+
+    # ---- prefill route info and control link --------------------------------------------
+    async def _fetch_route(self, addr: str) -> None:
+        """SGLang's ``_ensure_prefill_info``: 15 attempts at least 1 s apart, 5 s each."""
+        assert self._http is not None
+        base = f"http://{addr}/route"
+        while self._fetching.get(addr, 0) < _ROUTE_ATTEMPTS:
+            self._fetching[addr] += 1
+            started = time.monotonic()
+            try:
+                async with self._http.get(base, params=dict.fromkeys(("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank"), "-1"), timeout=_ROUTE_TIMEOUT) as r:
+                    r.raise_for_status()
+                    await r.json()
+                rank = {"prefill_dp_rank": "0", "prefill_cp_rank": "0", "target_tp_rank": "0", "target_pp_rank": "0"}
+                async with self._http.get(base, params=rank, timeout=_ROUTE_TIMEOUT) as r:
+                    r.raise_for_status()
+                    info = await r.json()
+                self.links[addr] = PrefillLink(addr=addr, info=info)
+                log_event("prefill_info", bootstrap_addr=addr, state="fetched", prefill_instance=info.get("prefill_instance"))
+                break
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
+                log_event("prefill_info", bootstrap_addr=addr, state="fetch_failed", attempt=self._fetching[addr], error=type(exc).__name__)
+                await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+        else:
+            log_event("prefill_info", bootstrap_addr=addr, state="gave_up", error=f"Could not fetch prefill parallel info from {addr} after {_ROUTE_ATTEMPTS} attempts")
+            self._fetch_failed.add(addr)
+        self._fetching.pop(addr, None)
+        self.wake()
+
+    async def _connect(self, link: PrefillLink) -> None:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(link.info["rank_ip"], int(link.info["rank_port"])), _CONTROL_CONNECT_TIMEOUT_S
+            )
+        except (OSError, asyncio.TimeoutError) as exc:
+            log_event("control", bootstrap_addr=link.addr, state="connect_failed", error=type(exc).__name__)
+            self._drop_link(link, "control connect failed")
+            self._fail_rooms(link.addr, f"Failed to connect to prefill control {link.info.get('rank_ip')}:{link.info.get('rank_port')}", waiting_only=True)
+            return
+        finally:
+            link.connecting = False
+        link.writer = writer
+        log_event("control", bootstrap_addr=link.addr, state="connected")
+        self.spawn(self._read_control(link, reader))
+        self.wake()
+
+    async def _read_control(self, link: PrefillLink, reader: asyncio.StreamReader) -> None:
+        """Status frames from prefill: Failed means prefill gave up on the room."""
+        try:
+            while True:
+                header, _ = await read_frame(reader)
+                if header.get("type") == "STATUS" and int(header.get("status", -1)) == int(KVPoll.Failed):
+                    req = self._transfer_by_room.get(int(header["room"]))
+                    if req is not None:
+                        req.status.fail("Failed to get kvcache from prefill instance, it might be dead")
+                        self.wake()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        log_event("control", bootstrap_addr=link.addr, state="lost")
+        if link.writer is not None:
+            link.writer.close()
+        link.writer = None
+        if not self.cfg.has(Defect.STALE_BOOTSTRAP_CACHE):
+            self._drop_link(link, "control connection lost")
+
+    def _drop_link(self, link: PrefillLink, why: str) -> None:
+        """Invalidate cached route info so the next request re-fetches it."""
+        if self.links.get(link.addr) is link:
+            del self.links[link.addr]
+            log_event("prefill_info", bootstrap_addr=link.addr, state="invalidated", reason=why)
+        if link.writer is not None:
+            link.writer.close()
+            link.writer = None
+
+    def _fail_rooms(self, addr: str, reason: str, *, waiting_only: bool = False) -> int:
+        n = 0
+        queues = [self.prealloc] if waiting_only else [self.prealloc, self.transfer]
+        for queue in queues:
+            for req in queue:
+                if req.bootstrap_addr == addr and req.status.poll is not KVPoll.Success and not req.leaked:
+                    req.status.fail(reason)
+                    n += 1
+        self.wake()
+        return n
+
+    async def _heartbeat_loop(self) -> None:
+        assert self._http is not None
+        while True:
+            await asyncio.sleep(self.cfg.heartbeat_interval_s)
+            for link in list(self.links.values()):
+                try:
+                    async with self._http.get(f"http://{link.addr}/health", timeout=_HEARTBEAT_TIMEOUT) as r:
+                        ok = r.status == 200
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    ok = False
+                if ok:
+                    link.heartbeat_failures = 0
+                    continue
+                link.heartbeat_failures += 1
+                if link.heartbeat_failures >= self.cfg.heartbeat_max_failure:
+                    reason = f"Lost connection with prefill instance (bootstrap_addr: {link.addr})"
+                    self._drop_link(link, "heartbeat failed")
+                    n = self._fail_rooms(link.addr, reason)
+                    log_event("heartbeat", bootstrap_addr=link.addr, state="node_failure", affected=n, error=f"{reason}, {n} requests affected")
+
+    # ---- kv server (prefill -> decode) ----------------------------------------------------
+    async def _serve_kv(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        room = -1
+        req: Req | None = None
+        try:
+            header, _ = await read_frame(reader)
+            room = int(header.get("room", -1))
+            expected = int(header.get("bytes", 0))
+            req = self._transfer_by_room.get(room)
+            if req is None:
+                # KV for a room this process never registered (e.g. from before a restart):
+                # nothing polls it, so it is parked and never acknowledged.
+                log_event("kv", bootstrap_room=room, state="parked_unknown_room")
+                while await reader.read(65536):
+                    pass
+                return
+            self._kv_conn[req.rid] = writer
+            req.status.update(KVPoll.Transferring)
+            log_event("req", rid=req.rid, bootstrap_room=room, state="transferring")
+            received = 0
+            while True:
+                header, payload = await read_frame(reader)
+                if header.get("type") == "KV_CHUNK":
+                    received += len(payload)
+                elif header.get("type") == "KV_END":
+                    break
+            aux = dict(header.get("aux") or {})
+            if received != expected:
+                await write_frame(writer, {"type": "ERR", "room": room, "reason": f"KV size mismatch {received} != {expected}"})
+                req.status.fail(f"KV size mismatch {received} != {expected}")
+                return
+            aux = self._maybe_mix_up(aux)
+            req.digest = str(aux["digest"])
+            req.output_ids = [int(aux["first_token"])]
+            req.status.update(KVPoll.Success)
+            await write_frame(writer, {"type": "ACK", "room": room})
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            log_event("kv", bootstrap_room=room, state="connection_lost")
+        finally:
+            if req is not None:
+                self._kv_conn.pop(req.rid, None)
+            writer.close()
+            self.wake()
+
+    def _maybe_mix_up(self, aux: dict[str, Any]) -> dict[str, Any]:
+        """``room_mixup``: under concurrency, now and then hand out another room's KV."""
+        previous, self._last_aux = self._last_aux, aux
+        if not self.cfg.has(Defect.ROOM_MIXUP) or previous is None or len(self.transfer) + len(self.running) < 2:
+            return aux
+        self._completions += 1
+        return previous if self._completions % self.cfg.mixup_period == 0 else aux
+
+    # ---- queues ------------------------------------------------------------------------------
+    def enqueue(self, req: Req) -> None:
+        self.prealloc.append(req)
+        req.stage_since = time.monotonic()
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="prealloc_queue")
+
+    def tick(self, now: float, *, check_timeouts: bool) -> None:
+        if check_timeouts:
+            self._check_timeouts(now)
+        self._pop_preallocated(now)
+        self._pop_transferred(now)
+
+    def _check_timeouts(self, now: float) -> None:
+        timed = {KVPoll.WaitingForInput} if self.cfg.has(Defect.STUCK_TRANSFERRING) else {KVPoll.WaitingForInput, KVPoll.Transferring}
+        for req in self.transfer:
+            elapsed = now - req.stage_since
+            if req.status.poll in timed and not req.leaked and elapsed > self.cfg.waiting_timeout_s:
+                state = req.status.poll.name
+                req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in KVPoll.{state}")
+                log_event("timeout", rid=req.rid, bootstrap_room=req.room, watchdog="waiting", state=state, elapsed_s=f"{elapsed:.3f}")
+                self._send_abort(req)
+
+    def _pop_preallocated(self, now: float) -> None:
+        for req in list(self.prealloc):
+            if req.leaked:
+                continue
+            if req.status.poll is KVPoll.Failed:
+                self.prealloc.remove(req)
+                self.metrics.count_failure(bootstrap=True)
+                self._fail(req, "Decode handshake failed")
+                continue
+            addr = req.bootstrap_addr
+            link = self.links.get(addr)
+            if link is None:
+                if addr in self._fetch_failed:
+                    self._fetch_failed.discard(addr)
+                    self._fail_rooms(addr, "Aborted by AbortReq.", waiting_only=True)
+                elif addr not in self._fetching:
+                    self._fetching[addr] = 0
+                    self.spawn(self._fetch_route(addr))
+                continue
+            if link.writer is None:
+                if not link.connecting:
+                    link.connecting = True
+                    self.spawn(self._connect(link))
+                continue
+            need = req.prompt_tokens + req.max_new_tokens
+            busy = len(self.transfer) + len(self.running)
+            if self.used_tokens + need > self.cfg.kv_pool_tokens or busy >= self.cfg.max_running_requests:
+                break  # FIFO: waits for memory, with no timeout (as SGLang)
+            self.prealloc.remove(req)
+            self.alloc(need)
+            self.metrics.stage("decode_prepare", now - req.stage_since)
+            req.stage_since = now
+            req.status.update(KVPoll.WaitingForInput)
+            assert req.room is not None
+            self._transfer_by_room[req.room] = req
+            self.transfer.append(req)
+            log_event("req", rid=req.rid, bootstrap_room=req.room, state="transfer_queue")
+            self.spawn(self._send_meta(req, link))
+
+    async def _send_meta(self, req: Req, link: PrefillLink) -> None:
+        frame = {"type": "META", "room": req.room, "kv_addr": self.cfg.kv_address, "prefill_instance": link.info.get("prefill_instance"), "rid": req.rid}
+        try:
+            if link.writer is None:
+                raise ConnectionError("no control connection")
+            await asyncio.wait_for(write_frame(link.writer, frame), _CONTROL_CONNECT_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as exc:
+            req.status.fail(f"Failed to send metadata to prefill {link.addr}: {type(exc).__name__}")
+            self.wake()
+
+    def _send_abort(self, req: Req) -> None:
+        link = self.links.get(req.bootstrap_addr)
+        if link is not None and link.writer is not None and not link.writer.is_closing():
+            self.spawn(self._write_quietly(link.writer, {"type": "ABORT", "room": req.room}))
+        conn = self._kv_conn.pop(req.rid, None)
+        if conn is not None:
+            conn.close()
+
+    async def _write_quietly(self, writer: asyncio.StreamWriter, frame: dict[str, Any]) -> None:
+        with contextlib.suppress(OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(write_frame(writer, frame), _CONTROL_CONNECT_TIMEOUT_S)
+
+    def _pop_transferred(self, now: float) -> None:
+        for req in list(self.transfer):
+            if req.leaked:
+                continue
+            if req.status.poll is KVPoll.Success:
+                self._leave_transfer(req)
+                self.metrics.stage("decode_transferred", now - req.stage_since)
+                req.first_token_at = now
+                self.running.append(req)
+                log_event("req", rid=req.rid, bootstrap_room=req.room, state="running")
+                req.push(Update("tokens"))
+                self.note_tokens(now, 1)
+                self._check_finished(req)
+            elif req.status.poll is KVPoll.Failed:
+                self._leave_transfer(req)
+                self.free(req.prompt_tokens + req.max_new_tokens)
+                self.metrics.count_failure(bootstrap=False)
+                self._fail(req, "Decode transfer failed")
+
+    def _leave_transfer(self, req: Req) -> None:
+        self.transfer.remove(req)
+        if req.room is not None and self._transfer_by_room.get(req.room) is req:
+            del self._transfer_by_room[req.room]
+
+    def _fail(self, req: Req, what: str) -> None:
+        err = req.status.error()
+        self.finish_error(req, 500, f"{what} for request rank=0 req.rid={req.rid!r} req.bootstrap_room={req.room} with exception {err}")
+
+    # ---- decoding -------------------------------------------------------------------------------
+    async def _decode_loop(self) -> None:
+        while True:
+            if not self.running:
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.cfg.tick_s)
+                continue
+            await asyncio.sleep(self.cfg.decode_s_per_step)
+            now = time.monotonic()
+            for req in list(self.running):
+                if req.leaked or req.finish is not None:
+                    continue
+                assert req.digest is not None
+                token = next_token(req.digest, len(req.output_ids), ignore_eos=req.ignore_eos)
+                if token == EOS_ID:
+                    req.finish = {"type": "stop", "matched": EOS_ID}
+                else:
+                    req.output_ids.append(token)
+                    self.metrics.inter_token(self.cfg.decode_s_per_step)
+                    req.push(Update("tokens"))
+                self.note_tokens(now, 1)
+                self._check_finished(req)
+
+    def _check_finished(self, req: Req) -> None:
+        if req.finish is None:
+            text = detokenize(req.output_ids)
+            matched = next((s for s in req.stop if s and s in text), None)
+            if matched is not None:
+                req.finish = {"type": "stop", "matched": matched}
+            elif len(req.output_ids) >= req.max_new_tokens:
+                req.finish = {"type": "length", "length": req.max_new_tokens}
+        if req.finish is not None:
+            self.running.remove(req)
+            self.free(req.prompt_tokens + req.max_new_tokens)
+            self.finish_ok(req)
+
+    def release(self, req: Req, reason: str) -> None:
+        if req in self.prealloc:
+            self.prealloc.remove(req)
+        elif req in self.transfer:
+            req.status.fail(reason)
+            self._send_abort(req)
+            self._leave_transfer(req)
+            self.free(req.prompt_tokens + req.max_new_tokens)
+        elif req in self.running:
+            self.running.remove(req)
+            self.free(req.prompt_tokens + req.max_new_tokens)
+
+    def publish(self, now: float, *, gen_throughput: float) -> None:
+        self.metrics.set_queues(
+            running=len(self.running),
+            queue=0,
+            used_tokens=self.used_tokens,
+            pool_tokens=self.cfg.kv_pool_tokens,
+            gen_throughput=gen_throughput,
+            decode_prealloc=len(self.prealloc),
+            decode_transfer=len(self.transfer),
+        )
+
+    def loads(self) -> dict[str, int]:
+        waiting = len(self.prealloc) + len(self.transfer)
+        return {"running": len(self.running), "waiting": waiting, "total": waiting + len(self.running)}
+
+    def is_idle(self) -> bool:
+        return not (self.prealloc or self.transfer or self.running)

@@ -1,0 +1,44 @@
+"""Switchable defects, each reproducing a real class of PD serving bug.
+
+They are switched on by name in ``PDSIM_DEFECTS`` (comma-separated). The kill matrix
+runs the suites once per defect: every one must make at least one test fail.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+
+__all__ = ["Defect", "parse_defects", "defects_from_env"]
+
+
+class Defect(enum.Enum):
+    """The closed set of defects; the value is the name used in ``PDSIM_DEFECTS``."""
+
+    NO_BOOTSTRAP_TIMEOUT = "no_bootstrap_timeout"
+    NO_INFLIGHT_WATCHDOG = "no_inflight_watchdog"
+    IDLE_WATCHDOG = "idle_watchdog"
+    LEAK_ON_ABORT = "leak_on_abort"
+    NO_ABORT_TO_DECODE = "no_abort_to_decode"
+    STALE_BOOTSTRAP_CACHE = "stale_bootstrap_cache"
+    STUCK_TRANSFERRING = "stuck_transferring"
+    ROOM_MIXUP = "room_mixup"
+    CONTEXT_TRUNCATION = "context_truncation"
+    SILENT_STREAM_END = "silent_stream_end"
+    NO_HEARTBEAT = "no_heartbeat"
+
+
+def parse_defects(spec: str) -> frozenset[Defect]:
+    """Parse a comma-separated list; an unknown name is an error, never ignored."""
+    names = [part.strip() for part in spec.split(",") if part.strip()]
+    known = {d.value: d for d in Defect}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(
+            f"unknown pdsim defect(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return frozenset(known[n] for n in names)
+
+
+def defects_from_env() -> frozenset[Defect]:
+    return parse_defects(os.environ.get("PDSIM_DEFECTS", ""))

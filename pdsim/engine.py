@@ -1,0 +1,169 @@
+"""What prefill and decode engines share: admission, the scheduler loop, KV pool and exits.
+
+Each engine is one asyncio process. Its scheduler loop runs every ``tick_s`` (and at once
+when a request arrives) and checks its timeouts on every iteration, idle or not, as the
+SGLang scheduler's event loop does; the ``idle_watchdog`` defect checks them only on
+iterations that follow an arrival.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from abc import ABC, abstractmethod
+
+from pdsim.config import EngineConfig
+from pdsim.defects import Defect
+from pdsim.metrics import EngineMetrics
+from pdsim.reqlog import log_event
+from pdsim.request import BadRequest, Req, Update
+
+__all__ = ["Engine"]
+
+
+class Engine(ABC):
+    """Admission and bookkeeping; subclasses own the queues and the protocol."""
+
+    mode_name: str = ""
+
+    def __init__(self, cfg: EngineConfig) -> None:
+        self.cfg = cfg
+        self.metrics = EngineMetrics(cfg.model, self.mode_name)
+        self.reqs: dict[str, Req] = {}
+        self.used_tokens = 0
+        self.last_tick = time.monotonic()
+        self._arrivals = 0
+        self._wake = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._tokens_window: list[tuple[float, int]] = []
+
+    # ---- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        self.spawn(self._loop())
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+
+    def spawn(self, coro) -> asyncio.Task[None]:  # type: ignore[no-untyped-def]
+        """Keep a strong reference to background tasks (asyncio only holds weak ones)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _loop(self) -> None:
+        while True:
+            now = time.monotonic()
+            self.last_tick = now
+            check = self._arrivals > 0 or not self.cfg.has(Defect.IDLE_WATCHDOG)
+            self._arrivals = 0
+            self.tick(now, check_timeouts=check)
+            self._publish_metrics(now)
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.cfg.tick_s)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # ---- admission ---------------------------------------------------------------------
+    def submit(self, req: Req) -> None:
+        """Validate as SGLang's scheduler does, then hand the request to the mode's queue."""
+        if req.room is None:
+            raise BadRequest(
+                "Invalid request: Disaggregated request received without bootstrap room id. "
+                f"req.rid={req.rid!r}"
+            )
+        if req.prompt_tokens > self.cfg.max_total_num_tokens:
+            raise BadRequest(
+                f"Request {req.rid} exceeds the maximum number of tokens: "
+                f"{req.prompt_tokens} > {self.cfg.max_total_num_tokens}"
+            )
+        if req.rid in self.reqs:
+            raise BadRequest(f"Duplicate request id {req.rid}")
+        self.reqs[req.rid] = req
+        self._arrivals += 1
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="received", prompt_tokens=req.prompt_tokens)
+        self.enqueue(req)
+        self.wake()
+
+    def abort_matching(self, rid_prefix: str, abort_all: bool) -> int:
+        """``/abort_request``: prefix match on rid, as SGLang does."""
+        victims = [r for r in self.reqs.values() if abort_all or r.rid.startswith(rid_prefix)]
+        for req in victims:
+            self.abort(req, "Aborted by AbortReq.")
+        return len(victims)
+
+    def abort(self, req: Req, reason: str) -> None:
+        """A client disconnect or an abort request: free everything the request holds."""
+        if req.rid not in self.reqs or req.aborted:
+            return
+        req.aborted = True
+        self.metrics.aborted()
+        if self.cfg.has(Defect.LEAK_ON_ABORT):
+            req.leaked = True  # stays in its queue and keeps its KV: the leak
+            log_event("req", rid=req.rid, bootstrap_room=req.room, state="abort_leaked", reason=reason)
+            return
+        self.release(req, reason)
+        self.reqs.pop(req.rid, None)
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="aborted", reason=reason)
+        req.push(Update("error", 500, reason))
+        self.wake()
+
+    # ---- exits ---------------------------------------------------------------------------
+    def finish_ok(self, req: Req) -> None:
+        self.reqs.pop(req.rid, None)
+        now = time.monotonic()
+        self.metrics.finished(
+            streaming=req.stream,
+            prompt=req.prompt_tokens,
+            generated=len(req.output_ids),
+            ttft_s=(req.first_token_at - req.arrival) if req.first_token_at else None,
+            e2e_s=now - req.arrival,
+        )
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="finished", finish=(req.finish or {}).get("type"), completion_tokens=len(req.output_ids))
+        req.push(Update("finish"))
+
+    def finish_error(self, req: Req, status: int, message: str) -> None:
+        self.reqs.pop(req.rid, None)
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="failed", status=status, error=message)
+        req.push(Update("error", status, message))
+
+    def note_tokens(self, now: float, n: int) -> None:
+        self._tokens_window.append((now, n))
+
+    def _publish_metrics(self, now: float) -> None:
+        self._tokens_window = [(t, n) for t, n in self._tokens_window if now - t < 1.0]
+        self.publish(now, gen_throughput=float(sum(n for _, n in self._tokens_window)))
+
+    def alloc(self, tokens: int) -> None:
+        self.used_tokens += tokens
+
+    def free(self, tokens: int) -> None:
+        self.used_tokens = max(0, self.used_tokens - tokens)
+
+    # ---- mode hooks ----------------------------------------------------------------------
+    @abstractmethod
+    def enqueue(self, req: Req) -> None: ...
+
+    @abstractmethod
+    def tick(self, now: float, *, check_timeouts: bool) -> None: ...
+
+    @abstractmethod
+    def release(self, req: Req, reason: str) -> None:
+        """Remove an aborted request from every queue and free its KV."""
+
+    @abstractmethod
+    def publish(self, now: float, *, gen_throughput: float) -> None: ...
+
+    @abstractmethod
+    def loads(self) -> dict[str, int]:
+        """Counts for ``/v1/loads``: running, waiting, total."""
+
+    @abstractmethod
+    def is_idle(self) -> bool: ...

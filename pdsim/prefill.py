@@ -1,0 +1,289 @@
+"""The prefill engine: bootstrap queue, forward, inflight queue, KV sender.
+
+Queue flow (SGLang's ``disaggregation/prefill.py``): a request waits in the bootstrap
+queue until decode's metadata arrives on the control channel (KVPoll WaitingForInput),
+runs its forward pass, then sits in the inflight queue while its KV bytes cross the kv
+link to decode; decode's ACK on that link means Success. Only then is the prefill leg's
+HTTP response sent.
+
+Watchdogs, checked before the status merge on every loop iteration: the bootstrap timeout
+(clock starts at arrival) and the inflight-queue watchdog (clock starts on entering the
+inflight queue). A KV transfer itself has no timeout, as ``batch_transfer_sync`` has none:
+only the watchdog frees a room whose transfer never completes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections import deque
+
+from pdsim.bootstrap import BootstrapServer
+from pdsim.config import EngineConfig
+from pdsim.defects import Defect
+from pdsim.engine import Engine
+from pdsim.kvpoll import KVPoll
+from pdsim.model import context_digest, next_token
+from pdsim.reqlog import log_event
+from pdsim.request import Req
+from pdsim.wire import read_frame, split_addr, write_frame
+
+__all__ = ["PrefillEngine"]
+
+_PENDING_META_TTL_S = 600.0
+_KV_CONNECT_TIMEOUT_S = 5.0
+
+
+class PrefillEngine(Engine):
+    mode_name = "prefill"
+
+    def __init__(self, cfg: EngineConfig) -> None:
+        super().__init__(cfg)
+        self.instance_id = uuid.uuid4().hex
+        self.bootstrap = BootstrapServer()
+        self.bootstrap_queue: list[Req] = []
+        self.waiting: deque[Req] = deque()
+        self.forwarding: list[Req] = []
+        self.inflight: list[Req] = []
+        self.by_room: dict[int, Req] = {}
+        self._pending_meta: dict[int, tuple[float, str, asyncio.StreamWriter]] = {}
+        self._decode_link: dict[str, asyncio.StreamWriter] = {}
+        self._kv_addr: dict[str, str] = {}
+        self._transfers: dict[str, asyncio.Task[None]] = {}
+        self._control_server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> None:
+        self._control_server = await asyncio.start_server(self._serve_control, self.cfg.host, self.cfg.control_port)
+        rank_ip, rank_port = split_addr(self.cfg.control_address)
+        # what SGLang's CommonKVManager.register_to_bootstrap PUTs to /route
+        self.bootstrap.table[(0, 0, 0, 0)] = {"rank_ip": rank_ip, "rank_port": rank_port, "prefill_instance": self.instance_id}
+        self.bootstrap.http_port = self.cfg.port
+        log_event("engine", state="started", mode="prefill", prefill_instance=self.instance_id, control=self.cfg.control_address)
+        await super().start()
+
+    async def stop(self) -> None:
+        if self._control_server is not None:
+            self._control_server.close()
+        await super().stop()
+
+    # ---- control channel (decode -> prefill) -----------------------------------------------
+    async def _serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Metadata and ABORT frames from a decode. A peer that vanishes is not an event
+        here, as with ZMQ: prefill learns about a dead decode only through its transfers."""
+        try:
+            while True:
+                header, _ = await read_frame(reader)
+                kind = header.get("type")
+                room = int(header.get("room", -1))
+                if kind == "META":
+                    if header.get("prefill_instance") != self.instance_id:
+                        log_event("meta_ignored", bootstrap_room=room, reason="stale prefill instance", got=header.get("prefill_instance"))
+                        continue
+                    self._on_meta(room, str(header["kv_addr"]), writer)
+                elif kind == "ABORT":
+                    req = self.by_room.get(room)
+                    if req is not None and req.status.poll is not KVPoll.Success:
+                        req.status.fail("Aborted by AbortReq.")
+                        log_event("req", rid=req.rid, bootstrap_room=room, state="abort_from_decode")
+                        self.wake()
+        except (asyncio.IncompleteReadError, ConnectionError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    def _on_meta(self, room: int, kv_addr: str, writer: asyncio.StreamWriter) -> None:
+        req = self.by_room.get(room)
+        if req is None:  # decode was faster than our own leg of the request
+            self._pending_meta[room] = (time.monotonic(), kv_addr, writer)
+            return
+        self._attach_decode(req, kv_addr, writer)
+
+    def _attach_decode(self, req: Req, kv_addr: str, writer: asyncio.StreamWriter) -> None:
+        self._kv_addr[req.rid] = kv_addr
+        self._decode_link[req.rid] = writer
+        req.status.update(KVPoll.WaitingForInput)
+        self.wake()
+
+    def _tell_decode(self, req: Req, reason: str) -> None:
+        """Send status Failed to the decode that registered for this room."""
+        writer = self._decode_link.get(req.rid)
+        if writer is None or self.cfg.has(Defect.NO_ABORT_TO_DECODE) or writer.is_closing():
+            return
+        self.spawn(self._send_status(writer, req.room or 0, reason))
+
+    async def _send_status(self, writer: asyncio.StreamWriter, room: int, reason: str) -> None:
+        with contextlib.suppress(OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(write_frame(writer, {"type": "STATUS", "room": room, "status": int(KVPoll.Failed), "reason": reason}), 5.0)
+
+    # ---- queues ----------------------------------------------------------------------------
+    def enqueue(self, req: Req) -> None:
+        assert req.room is not None
+        self.by_room[req.room] = req
+        self.bootstrap_queue.append(req)
+        req.stage_since = time.monotonic()
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="bootstrap_queue")
+        pending = self._pending_meta.pop(req.room, None)
+        if pending is not None:
+            self._attach_decode(req, pending[1], pending[2])
+
+    def tick(self, now: float, *, check_timeouts: bool) -> None:
+        if check_timeouts:
+            self._check_timeouts(now)
+        for req in list(self.bootstrap_queue):
+            if req.leaked:
+                continue
+            if req.status.poll is KVPoll.Failed:
+                self.bootstrap_queue.remove(req)
+                self.metrics.count_failure(bootstrap=True)
+                self._fail(req, "Prefill bootstrap failed", now)
+            elif req.status.poll >= KVPoll.WaitingForInput:
+                self.bootstrap_queue.remove(req)
+                self.metrics.stage("prefill_bootstrap", now - req.stage_since)
+                req.stage_since = now
+                self.alloc(req.prompt_tokens)
+                self.waiting.append(req)
+                log_event("req", rid=req.rid, bootstrap_room=req.room, state="waiting")
+        for req in list(self.inflight):
+            if req.leaked:
+                continue
+            if req.status.poll is KVPoll.Success:
+                self.inflight.remove(req)
+                self.metrics.stage("prefill_transfer_kv_cache", now - req.stage_since)
+                self._forget(req)
+                self.free(req.prompt_tokens)
+                req.finish = {"type": "length", "length": 0}
+                self.finish_ok(req)
+            elif req.status.poll is KVPoll.Failed:
+                self.inflight.remove(req)
+                self.metrics.count_failure(bootstrap=False)
+                self.free(req.prompt_tokens)
+                self._fail(req, "Prefill transfer failed", now)
+        if self.waiting and not self.forwarding:
+            batch = [r for r in self.waiting if not r.leaked]
+            self.waiting.clear()
+            if batch:
+                self.forwarding = batch
+                self.spawn(self._forward(batch))
+        cutoff = now - _PENDING_META_TTL_S
+        for room in [r for r, (t, _, _) in self._pending_meta.items() if t < cutoff]:
+            del self._pending_meta[room]
+
+    def _check_timeouts(self, now: float) -> None:
+        if not self.cfg.has(Defect.NO_BOOTSTRAP_TIMEOUT):
+            for req in self.bootstrap_queue:
+                elapsed = now - req.arrival
+                if req.status.poll is KVPoll.Bootstrapping and elapsed > self.cfg.bootstrap_timeout_s:
+                    req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in KVPoll.Bootstrapping")
+                    log_event("timeout", rid=req.rid, bootstrap_room=req.room, watchdog="bootstrap", elapsed_s=f"{elapsed:.3f}")
+        if not self.cfg.has(Defect.NO_INFLIGHT_WATCHDOG):
+            for req in self.inflight:
+                elapsed = now - req.stage_since
+                if req.status.poll not in (KVPoll.Success, KVPoll.Failed) and elapsed > self.cfg.inflight_timeout_s:
+                    req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in the prefill inflight queue")
+                    log_event("timeout", rid=req.rid, bootstrap_room=req.room, watchdog="inflight", elapsed_s=f"{elapsed:.3f}")
+                    self._cancel_transfer(req)
+
+    def _fail(self, req: Req, what: str, now: float) -> None:
+        err = req.status.error()
+        message = f"{what} for request rank=0 req.rid={req.rid!r} req.bootstrap_room={req.room} with exception {err}"
+        self._tell_decode(req, str(err))
+        self._forget(req)
+        self.finish_error(req, 500, message)
+
+    def _forget(self, req: Req) -> None:
+        self._cancel_transfer(req)
+        if req.room is not None and self.by_room.get(req.room) is req:
+            del self.by_room[req.room]
+        self._decode_link.pop(req.rid, None)
+        self._kv_addr.pop(req.rid, None)
+
+    def _cancel_transfer(self, req: Req) -> None:
+        task = self._transfers.pop(req.rid, None)
+        if task is not None:
+            task.cancel()
+
+    # ---- forward and transfer --------------------------------------------------------------
+    async def _forward(self, batch: list[Req]) -> None:
+        start = time.monotonic()
+        try:
+            await asyncio.sleep(sum(r.prompt_tokens for r in batch) * self.cfg.prefill_s_per_token)
+        finally:
+            self.forwarding = []
+        now = time.monotonic()
+        for req in batch:
+            if req.aborted and not req.leaked:
+                continue
+            self.metrics.stage("prefill_forward", now - start)
+            req.digest = context_digest(req.input_ids)
+            req.output_ids = [next_token(req.digest, 0, ignore_eos=req.ignore_eos)]
+            req.first_token_at = now
+            req.stage_since = now
+            self.inflight.append(req)
+            log_event("req", rid=req.rid, bootstrap_room=req.room, state="inflight")
+            if not req.leaked:
+                self._transfers[req.rid] = self.spawn(self._transfer(req))
+        self.wake()
+
+    async def _transfer(self, req: Req) -> None:
+        kv_addr = self._kv_addr.get(req.rid, "")
+        writer: asyncio.StreamWriter | None = None
+        try:
+            host, port = split_addr(kv_addr)
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), _KV_CONNECT_TIMEOUT_S)
+            total = req.prompt_tokens * self.cfg.kv_bytes_per_token
+            await write_frame(writer, {"type": "KV_BEGIN", "room": req.room, "bytes": total})
+            req.status.update(KVPoll.Transferring)
+            pattern = bytes.fromhex(req.digest or "00") * (self.cfg.kv_chunk_bytes // 16 + 1)
+            sent = 0
+            while sent < total:
+                n = min(self.cfg.kv_chunk_bytes, total - sent)
+                await write_frame(writer, {"type": "KV_CHUNK", "room": req.room}, pattern[:n])
+                sent += n
+            aux = {"digest": req.digest, "first_token": req.output_ids[0], "prompt_tokens": req.prompt_tokens}
+            await write_frame(writer, {"type": "KV_END", "room": req.room, "aux": aux})
+            header, _ = await read_frame(reader)
+            if header.get("type") == "ACK":
+                req.status.update(KVPoll.Success)
+            else:
+                req.status.fail(str(header.get("reason", "decode refused the KV")))
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+            req.status.fail(f"Failed to send kv chunk of {req.room} to {kv_addr}")
+        finally:
+            if writer is not None:
+                writer.close()
+            self.wake()
+
+    def release(self, req: Req, reason: str) -> None:
+        if req in self.bootstrap_queue:
+            self.bootstrap_queue.remove(req)
+        if req in self.waiting:
+            self.waiting.remove(req)
+            self.free(req.prompt_tokens)
+        if req in self.inflight:
+            self.inflight.remove(req)
+            self.free(req.prompt_tokens)
+        elif req in self.forwarding:
+            self.free(req.prompt_tokens)
+        req.status.fail(reason)
+        self._forget(req)
+
+    def publish(self, now: float, *, gen_throughput: float) -> None:
+        self.metrics.set_queues(
+            running=len(self.forwarding),
+            queue=len(self.waiting),
+            used_tokens=self.used_tokens,
+            pool_tokens=self.cfg.kv_pool_tokens,
+            gen_throughput=gen_throughput,
+            prefill_bootstrap=len(self.bootstrap_queue),
+            prefill_inflight=len(self.inflight),
+        )
+
+    def loads(self) -> dict[str, int]:
+        waiting = len(self.bootstrap_queue) + len(self.waiting)
+        running = len(self.forwarding) + len(self.inflight)
+        return {"running": running, "waiting": waiting, "total": running + waiting}
+
+    def is_idle(self) -> bool:
+        return not (self.bootstrap_queue or self.waiting or self.forwarding or self.inflight)

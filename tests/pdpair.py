@@ -1,0 +1,96 @@
+"""Helpers for the stack tests: talk to pdsim engines as smg does, and read their metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from chaos.targets.embedded import EmbeddedStack
+from chaos.toxiproxy import Toxic
+
+_rng = random.Random(1234)
+
+
+@dataclass
+class Leg:
+    status: int | None
+    body: Any
+    text: str
+    elapsed_s: float
+    timed_out: bool = False
+
+
+def pd_fields(stack: EmbeddedStack, room: int | None = None) -> dict[str, Any]:
+    """The fields smg injects: the bootstrap address is the proxied one, as in the stack."""
+    host, _, port = stack.info.proxies["bootstrap"]["listen"].rpartition(":")
+    return {"bootstrap_host": host, "bootstrap_port": int(port), "bootstrap_room": room if room is not None else _rng.randrange(1 << 63)}
+
+
+async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Leg:
+    t0 = time.monotonic()
+    try:
+        r = await client.post(url, json=body)
+    except httpx.TimeoutException:
+        return Leg(None, None, "", time.monotonic() - t0, timed_out=True)
+    try:
+        parsed = r.json()
+    except ValueError:
+        parsed = None
+    return Leg(r.status_code, parsed, r.text, time.monotonic() - t0)
+
+
+def send(stack: EmbeddedStack, path: str, body: dict[str, Any], *, legs: tuple[str, ...] = ("prefill", "decode"), timeout_s: float = 20.0, room: int | None = None) -> dict[str, Leg]:
+    """POST the same body (with PD fields) to the chosen engines at once, as smg does."""
+    full = {**body, **pd_fields(stack, room)}
+
+    async def run() -> dict[str, Leg]:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=2.0)) as client:
+            results = await asyncio.gather(*(_post(client, stack.info.endpoints[leg] + path, full) for leg in legs))
+        return dict(zip(legs, results))
+
+    return asyncio.run(run())
+
+
+def metrics(url: str) -> dict[str, list[tuple[dict[str, str], float, str]]]:
+    """name -> [(labels, value, family type)] from one scrape."""
+    out: dict[str, list[tuple[dict[str, str], float, str]]] = {}
+    text = httpx.get(url, timeout=2.0).text
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value, fam.type))
+    return out
+
+
+def gauge(stack: EmbeddedStack, engine: str, name: str) -> float:
+    samples = metrics(stack.info.endpoints[engine] + "/metrics").get(f"sglang:{name}", [])
+    return sum(v for _, v, _ in samples)
+
+
+@contextmanager
+def toxic(stack: EmbeddedStack, proxy: str, kind: str, *, stream: str = "downstream", **attributes: Any) -> Iterator[None]:
+    """A toxic for the duration of the block, always removed (rig-independent on purpose:
+    these tests check pdsim, not the rig's faults)."""
+    name = f"test_{kind}_{stream}"
+    with stack.toxiproxy() as tp:
+        tp.add_toxic(proxy, Toxic(name, kind, stream, 1.0, attributes))  # type: ignore[arg-type]
+        try:
+            yield
+        finally:
+            tp.remove_toxic(proxy, name)
+
+
+@contextmanager
+def proxy_down(stack: EmbeddedStack, proxy: str) -> Iterator[None]:
+    with stack.toxiproxy() as tp:
+        tp.disable(proxy)
+        try:
+            yield
+        finally:
+            tp.enable(proxy)

@@ -1,0 +1,146 @@
+"""pdsim's HTTP API answers in SGLang's shapes, directly and through smg and client_router."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.pdpair import send
+
+MODEL = "pdsim/deterministic-1"
+
+
+@pytest.mark.parametrize("engine", ["prefill", "decode"])
+def test_info_endpoints_have_sglang_shape(stack, engine):
+    base = stack.info.endpoints[engine]
+    for path in ("/health", "/health_generate"):
+        assert httpx.get(base + path, timeout=5).status_code == 200
+    models = httpx.get(base + "/v1/models", timeout=5).json()
+    assert models["object"] == "list" and models["data"][0]["owned_by"] == "sglang"
+    for path in ("/server_info", "/get_server_info"):
+        info = httpx.get(base + path, timeout=5).json()
+        assert info["disaggregation_mode"] == engine
+        assert {"model_path", "served_model_name", "tokenizer_path", "disaggregation_bootstrap_port", "tp_size", "dp_size", "max_running_requests", "version"} <= info.keys()
+    for path in ("/model_info", "/get_model_info"):
+        info = httpx.get(base + path, timeout=5).json()
+        assert info["is_generation"] is True and info["model_path"] == MODEL
+    loads = httpx.get(base + "/v1/loads", timeout=5).json()
+    assert loads["dp_rank_count"] == 1 and {"num_running_reqs", "num_waiting_reqs", "token_usage", "max_running_requests"} <= loads["loads"][0].keys()
+    assert "sglang:num_running_reqs" in httpx.get(base + "/metrics", timeout=5).text
+    r = httpx.post(base + "/abort_request", json={"rid": "nothing-matches"}, timeout=5)
+    assert r.status_code == 200 and r.text == ""
+    assert httpx.get(base + "/flush_cache", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize("engine", ["prefill", "decode"])
+def test_request_without_bootstrap_room_is_400_with_sglang_message(stack, engine):
+    r = httpx.post(stack.info.endpoints[engine] + "/generate", json={"text": "hi", "rid": "r-no-room"}, timeout=5)
+    assert r.status_code == 400
+    assert r.json()["error"]["message"] == "Invalid request: Disaggregated request received without bootstrap room id. req.rid='r-no-room'"
+
+
+def test_too_long_prompt_is_400(stack):
+    legs = send(stack, "/generate", {"input_ids": [5] * 40000, "rid": "r-long"}, legs=("prefill",))
+    assert legs["prefill"].status == 400
+    assert "Request r-long exceeds the maximum number of tokens: 40000 > 32768" in legs["prefill"].text
+
+
+def test_bootstrap_server_routes(stack):
+    base = stack.info.endpoints["prefill_bootstrap"]
+    assert httpx.get(base + "/health", timeout=5).text == "OK"
+    q = {"prefill_dp_rank": -1, "prefill_cp_rank": -1, "target_tp_rank": -1, "target_pp_rank": -1}
+    info = httpx.get(base + "/route", params=q, timeout=5).json()
+    assert info["attn_tp_size"] == 1 and info["follow_bootstrap_room"] is True
+    rank = httpx.get(base + "/route", params=dict.fromkeys(q, 0), timeout=5).json()
+    assert rank["rank_port"] == int(stack.info.proxies["control"]["listen"].rpartition(":")[2])
+    assert httpx.get(base + "/route", params={"prefill_dp_rank": 0}, timeout=5).status_code == 400
+
+
+def test_prefill_answers_first_token_after_transfer_and_decode_continues(stack):
+    legs = send(stack, "/generate", {"text": "the quick brown fox", "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}})
+    p, d = legs["prefill"], legs["decode"]
+    assert p.status == 200 and d.status == 200
+    assert p.body["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
+    assert p.body["meta_info"]["completion_tokens"] == 1
+    assert d.body["output_ids"][0] == p.body["output_ids"][0]
+    assert d.body["meta_info"]["finish_reason"] == {"type": "length", "length": 6}
+    assert len(d.body["output_ids"]) == 6
+
+
+def _client(stack) -> httpx.Client:
+    return httpx.Client(base_url=stack.info.endpoints["client"], timeout=httpx.Timeout(20, connect=2))
+
+
+def _sse(lines: list[str]) -> list[str]:
+    return [ln[len("data: "):] for ln in lines if ln.startswith("data: ")]
+
+
+def test_generate_non_stream_and_stream_through_client_router(stack):
+    body = {"text": "tell me about fjords", "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}}
+    with _client(stack) as c:
+        one = c.post("/generate", json=body).json()
+        assert one["meta_info"]["completion_tokens"] == 5 and one["text"]
+        with c.stream("POST", "/generate", json={**body, "stream": True}) as r:
+            events = _sse(list(r.iter_lines()))
+    assert events[-1] == "[DONE]"
+    import json
+
+    last = json.loads(events[-2])
+    assert last["text"] == one["text"]  # cumulative text, same context -> same reply
+    assert last["meta_info"]["finish_reason"]["type"] == "length"
+
+
+def test_chat_non_stream_and_stream_with_usage_through_client_router(stack):
+    import json
+
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "ignore_eos": True}
+    with _client(stack) as c:
+        one = c.post("/v1/chat/completions", json=body).json()
+        assert one["object"] == "chat.completion"
+        assert one["usage"]["completion_tokens"] == 4 and one["usage"]["prompt_tokens"] > 0
+        with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}) as r:
+            events = _sse(list(r.iter_lines()))
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert events[-1] == "[DONE]"
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    text = "".join(ch["choices"][0]["delta"].get("content", "") for ch in chunks if ch["choices"])
+    assert text == one["choices"][0]["message"]["content"]
+    assert chunks[-1]["usage"] == one["usage"]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length"
+
+
+def test_completions_non_stream_and_stream(stack):
+    import json
+
+    body = {"model": MODEL, "prompt": "once upon a time", "max_tokens": 3, "ignore_eos": True}
+    with _client(stack) as c:
+        one = c.post("/v1/completions", json=body).json()
+        assert one["object"] == "text_completion" and one["usage"]["completion_tokens"] == 3
+        with c.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
+            events = _sse(list(r.iter_lines()))
+    text = "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+    assert text == one["choices"][0]["text"]
+
+
+def test_replies_are_a_function_of_the_context(stack):
+    def ask(content: str) -> str:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 8, "ignore_eos": True}
+        with _client(stack) as c:
+            return c.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+
+    assert ask("alpha beta") == ask("alpha beta")
+    assert ask("alpha beta") != ask("alpha gamma")
+
+
+def test_stop_and_max_tokens(stack):
+    with _client(stack) as c:
+        full = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}}).json()
+        words = full["text"].split()
+        cut = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "stop": [words[2]]}}).json()
+    assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": words[2]}
+    assert cut["text"].split() == words[:3]
+
+
+def test_extra_fields_from_smg_are_accepted(stack):
+    legs = send(stack, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}, "return_text_in_logprobs": False, "log_metrics": True, "background": False, "model": "unknown"})
+    assert legs["decode"].status == 200

@@ -1,0 +1,100 @@
+"""Each PD timeout fires at its configured value, with SGLang's status and message.
+
+The session stack runs with the short test timeouts of ``chaos.stack.Timeouts``
+(bootstrap 3 s, waiting 8 s, inflight 4 s, heartbeat 2 s x 2); a watchdog must fire
+within [timeout, timeout + SLACK_S] of the moment its clock started.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import pytest
+
+from tests.pdpair import gauge, proxy_down, send, toxic
+
+SLACK_S = 1.0
+BODY = {"text": "a lone request", "sampling_params": {"max_new_tokens": 4}}
+
+
+@pytest.fixture
+def t(stack):
+    return stack.info.config["timeouts"]
+
+
+def test_prefill_bootstrap_timeout_fires_with_sglang_message(stack, t):
+    """Only the prefill leg arrives: decode never sends metadata. The engine is idle otherwise."""
+    before = gauge(stack, "prefill", "num_bootstrap_failed_reqs_total")
+    leg = send(stack, "/generate", {**BODY, "rid": "r-boot"}, legs=("prefill",), room=4242)["prefill"]
+    assert leg.status == 500
+    assert t["bootstrap_s"] <= leg.elapsed_s <= t["bootstrap_s"] + SLACK_S
+    msg = leg.body["message"]
+    assert re.fullmatch(
+        r"Prefill bootstrap failed for request rank=0 req.rid='r-boot' req.bootstrap_room=4242 with exception "
+        r"KVTransferError\(bootstrap_room=4242\): Request 4242 timed out after 3\.\d+s in KVPoll.Bootstrapping",
+        msg,
+    ), msg
+    assert leg.body["code"] == 500 and leg.body["object"] == "error"
+    assert gauge(stack, "prefill", "num_bootstrap_failed_reqs_total") == before + 1
+    assert gauge(stack, "prefill", "num_prefill_bootstrap_queue_reqs") == 0
+
+
+def test_decode_waiting_timeout_fires_with_sglang_message(stack, t):
+    """Only the decode leg arrives: its metadata reaches prefill, whose KV never comes."""
+    before = gauge(stack, "decode", "num_transfer_failed_reqs_total")
+    leg = send(stack, "/generate", {**BODY, "rid": "r-wait"}, legs=("decode",), room=777)["decode"]
+    assert leg.status == 500
+    assert t["waiting_s"] <= leg.elapsed_s <= t["waiting_s"] + SLACK_S
+    assert re.fullmatch(
+        r"Decode transfer failed for request rank=0 req.rid='r-wait' req.bootstrap_room=777 with exception "
+        r"KVTransferError\(bootstrap_room=777\): Request 777 timed out after 8\.\d+s in KVPoll.WaitingForInput",
+        leg.body["message"],
+    ), leg.body["message"]
+    assert gauge(stack, "decode", "num_transfer_failed_reqs_total") == before + 1
+    assert gauge(stack, "decode", "num_decode_transfer_queue_reqs") == 0
+
+
+def test_prefill_inflight_watchdog_frees_a_stalled_transfer_and_tells_decode(stack, t):
+    """The kv link is blackholed: the transfer never completes; only the watchdog frees it."""
+    before = gauge(stack, "prefill", "num_transfer_failed_reqs_total")
+    with toxic(stack, "kv", "timeout", stream="upstream", timeout=0):
+        legs = send(stack, "/generate", {**BODY, "rid": "r-inflight"}, room=999)
+    p, d = legs["prefill"], legs["decode"]
+    assert p.status == 500 and d.status == 500
+    assert t["inflight_s"] <= p.elapsed_s <= t["inflight_s"] + SLACK_S
+    assert "timed out after 4." in p.body["message"] and "in the prefill inflight queue" in p.body["message"]
+    assert p.body["message"].startswith("Prefill transfer failed for request rank=0 req.rid='r-inflight' req.bootstrap_room=999")
+    # decode is told at once rather than waiting for its own 8 s timeout
+    assert d.elapsed_s <= t["inflight_s"] + SLACK_S
+    assert "Failed to get kvcache from prefill instance, it might be dead" in d.body["message"]
+    assert gauge(stack, "prefill", "num_transfer_failed_reqs_total") == before + 1
+    assert gauge(stack, "prefill", "num_prefill_inflight_queue_reqs") == 0
+
+
+def test_decode_heartbeat_detects_lost_prefill(stack, t):
+    """With the bootstrap link down, decode's heartbeat fails interval x N and fails the room."""
+    result = {}
+
+    def run() -> None:
+        result.update(send(stack, "/generate", {**BODY, "rid": "r-hb"}, legs=("decode",), room=31337))
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        from chaos.wait import wait_until
+
+        wait_until(lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode room waiting")
+        with proxy_down(stack, "bootstrap"):
+            down_at = time.monotonic()
+            worker.join(timeout=t["waiting_s"] + 5)
+            detected = time.monotonic() - down_at
+    finally:
+        worker.join(timeout=15)
+    d = result["decode"]
+    assert d.status == 500
+    interval, n = t["heartbeat_interval_s"], t["heartbeat_max_failure"]
+    assert (n - 1) * interval <= detected <= n * interval + SLACK_S
+    assert "Lost connection with prefill instance (bootstrap_addr: 127.0.0.1:" in d.body["message"]
+    assert d.body["message"].startswith("Decode transfer failed for request rank=0 req.rid='r-hb'")
