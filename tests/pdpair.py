@@ -83,7 +83,7 @@ def toxic(stack: EmbeddedStack, proxy: str, kind: str, *, stream: str = "downstr
         try:
             yield
         finally:
-            tp.remove_toxic(proxy, name)
+            tp.remove_toxic_or_cycle(proxy, name)
 
 
 @contextmanager

@@ -12,7 +12,6 @@ stops them all, and so does the ``pdchaos down`` of another process via stack.js
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import socket
 import sys
@@ -194,7 +193,7 @@ class EmbeddedStack:
 
         def ready() -> bool:
             if not alive(pid):
-                raise TargetError(f"{service} exited during startup; see {self.log_path(service)}:\n{self._tail(service)}")
+                raise TargetError(f"{service} exited during startup: {self._last_line(service)} (log: {self.log_path(service)})")
             return http_ok(url)
 
         wait_until(ready, timeout_s=float(self.info.config["startup_timeout_s"]), what=f"{service} ready at {url}", interval_s=0.05)
@@ -300,8 +299,6 @@ class EmbeddedStack:
         except FileNotFoundError:
             return ""
 
-    def _tail(self, service: str, lines: int = 20) -> str:
-        return "\n".join(self.logs(service).splitlines()[-lines:])
-
-    def env_for_children(self) -> dict[str, str]:
-        return dict(os.environ)
+    def _last_line(self, service: str) -> str:
+        lines = [ln for ln in self.logs(service).splitlines() if ln.strip()]
+        return lines[-1] if lines else "(empty log)"

@@ -1,0 +1,195 @@
+"""Each pdsim defect changes behaviour as pdsim/README.md documents.
+
+Every test starts a stack with one defect on (and, where the clean behaviour is not
+already covered by test_timeouts.py, the same scenario on a clean stack), and checks the
+difference through the black-box interface only: HTTP, metrics, Toxiproxy.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Any, Callable
+
+import httpx
+import pytest
+
+from chaos.stack import Timeouts
+from chaos.wait import wait_until
+from tests.pdpair import gauge, proxy_down, send, toxic
+
+BODY = {"text": "defect probe", "sampling_params": {"max_new_tokens": 4}}
+
+
+@pytest.fixture
+def start(stack_factory):
+    started = []
+
+    def _start(defects: str = "", **overrides: Any):
+        s = stack_factory.start(defects=defects, **overrides)
+        started.append(s)
+        return s
+
+    yield _start
+    for s in started:
+        stack_factory.stop(s)
+
+
+def background(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+    th = threading.Thread(target=lambda: out.update(value=fn()), daemon=True)
+    th.start()
+    return th, out
+
+
+def test_no_bootstrap_timeout_leaves_prefill_waiting(start):
+    s = start("no_bootstrap_timeout")
+    t = s.info.config["timeouts"]
+    leg = send(s, "/generate", BODY, legs=("prefill",), timeout_s=t["bootstrap_s"] + 2)["prefill"]
+    assert leg.timed_out, f"bootstrap timeout fired although it is a no-op: {leg}"
+
+
+def test_no_inflight_watchdog_pins_a_stalled_transfer(start):
+    s = start("no_inflight_watchdog")
+    t = s.info.config["timeouts"]
+    with toxic(s, "kv", "timeout", stream="upstream", timeout=0):
+        th, out = background(lambda: send(s, "/generate", BODY, timeout_s=t["inflight_s"] + 3))
+        th.join(timeout=t["inflight_s"] + 2)
+        assert gauge(s, "prefill", "num_prefill_inflight_queue_reqs") == 1
+        th.join(timeout=10)
+    assert out["value"]["prefill"].timed_out
+
+
+def test_idle_watchdog_fires_only_when_traffic_arrives(start):
+    s = start("idle_watchdog")
+    t = s.info.config["timeouts"]
+    th, out = background(lambda: send(s, "/generate", BODY, legs=("prefill",), timeout_s=30))
+    th.join(timeout=t["bootstrap_s"] + 1.5)
+    assert th.is_alive(), "the lone request was failed although no traffic arrived"
+    assert gauge(s, "prefill", "num_prefill_bootstrap_queue_reqs") == 1
+    send(s, "/generate", BODY, legs=("prefill",), timeout_s=0.5)  # any arrival wakes the check
+    th.join(timeout=5)
+    leg = out["value"]["prefill"]
+    assert leg.status == 500 and "KVPoll.Bootstrapping" in leg.body["message"]
+
+
+def _abort_mid_stream(s) -> None:
+    body = {"text": "a long story", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}, "stream": True}
+    with httpx.Client(base_url=s.info.endpoints["client"], timeout=httpx.Timeout(10, connect=2)) as c:
+        with c.stream("POST", "/generate", json=body) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    break  # first token arrived: hang up mid-stream
+
+
+@pytest.mark.parametrize("defects", ["", "leak_on_abort"])
+def test_client_abort_frees_decode_unless_leak_on_abort(start, defects):
+    s = start(defects)
+    _abort_mid_stream(s)
+    if not defects:
+        wait_until(lambda: gauge(s, "decode", "num_running_reqs") == 0 and gauge(s, "decode", "num_used_tokens") == 0, timeout_s=3, what="decode freed")
+        return
+    with pytest.raises(Exception, match="decode freed"):
+        wait_until(lambda: gauge(s, "decode", "num_running_reqs") == 0, timeout_s=3, what="decode freed")
+    assert gauge(s, "decode", "num_used_tokens") > 0
+
+
+def test_no_abort_to_decode_holds_the_decode_slot_until_its_own_timeout(start):
+    s = start("no_abort_to_decode")
+    t = s.info.config["timeouts"]
+    with toxic(s, "kv", "timeout", stream="upstream", timeout=0):
+        legs = send(s, "/generate", BODY, timeout_s=t["waiting_s"] + 4)
+    assert legs["prefill"].status == 500 and legs["prefill"].elapsed_s < t["waiting_s"]
+    d = legs["decode"]
+    assert d.status == 500 and d.elapsed_s >= t["waiting_s"]
+    assert "in KVPoll.WaitingForInput" in d.body["message"]
+
+
+@pytest.mark.parametrize("defects", ["", "stale_bootstrap_cache"])
+def test_decode_after_prefill_restart(start, defects):
+    s = start(defects)
+    s.restart("prefill")
+    t = s.info.config["timeouts"]
+    legs = send(s, "/generate", BODY, timeout_s=t["bootstrap_s"] + 3)
+    if not defects:
+        assert legs["prefill"].status == 200 and legs["decode"].status == 200
+    else:
+        assert legs["prefill"].status == 500 and "KVPoll.Bootstrapping" in legs["prefill"].body["message"]
+
+
+@pytest.mark.parametrize("defects", ["", "stuck_transferring"])
+def test_transferring_rooms_time_out_unless_stuck_transferring(start, defects):
+    s = start(defects, timeouts=replace(Timeouts.from_env(), inflight_s=60.0))
+    t = s.info.config["timeouts"]
+    body = {"input_ids": list(range(1, 301)), "sampling_params": {"max_new_tokens": 2}}  # 300 KB of KV
+    with toxic(s, "kv", "bandwidth", stream="upstream", rate=1):
+        legs = send(s, "/generate", body, timeout_s=t["waiting_s"] + 2.5)
+    d = legs["decode"]
+    if not defects:
+        assert d.status == 500 and "in KVPoll.Transferring" in d.body["message"]
+    else:
+        assert d.timed_out, f"a Transferring room timed out although the defect is on: {d}"
+
+
+def _ask_concurrently(s, prompts: list[str]) -> list[str]:
+    import asyncio
+
+    async def go() -> list[str]:
+        async with httpx.AsyncClient(base_url=s.info.endpoints["client"], timeout=httpx.Timeout(20, connect=2)) as c:
+            rs = await asyncio.gather(*(c.post("/generate", json={"text": p, "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}) for p in prompts))
+        return [r.json()["text"] for r in rs]
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("defects", ["", "room_mixup"])
+def test_concurrent_replies_match_their_baseline_unless_room_mixup(start, defects):
+    s = start(defects)
+    prompts = [f"conversation number {i} about topic {i * 7}" for i in range(8)]
+    baseline = [_ask_concurrently(s, [p])[0] for p in prompts]
+    concurrent = _ask_concurrently(s, prompts)
+    mismatches = sum(a != b for a, b in zip(baseline, concurrent))
+    assert (mismatches > 0) == bool(defects), f"{mismatches} of 8 replies differ from their baseline"
+
+
+def test_context_truncation_drops_earlier_turns(stack, start):
+    s = start("context_truncation")
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 30} for i in range(12)]
+    body = {"model": "pdsim/deterministic-1", "messages": messages, "max_tokens": 2}
+
+    def prompt_tokens(target) -> int:
+        return httpx.post(target.info.endpoints["client"] + "/v1/chat/completions", json=body, timeout=10).json()["usage"]["prompt_tokens"]
+
+    full, truncated = prompt_tokens(stack), prompt_tokens(s)
+    assert truncated < full, (truncated, full)
+
+
+def _stream_events(s) -> list[str]:
+    from tests.pdpair import pd_fields
+
+    body = {**BODY, "stream": True, **pd_fields(s)}
+    with httpx.Client(timeout=httpx.Timeout(10, connect=2)) as c:
+        with c.stream("POST", s.info.endpoints["prefill"] + "/generate", json=body) as r:
+            return [ln for ln in r.iter_lines() if ln.startswith("data: ")]
+
+
+@pytest.mark.parametrize("defects", ["", "silent_stream_end"])
+def test_aborted_stream_ends_with_an_abort_event_unless_silent(start, defects):
+    s = start(defects)
+    events = _stream_events(s)  # prefill-only: fails at the bootstrap timeout
+    if not defects:
+        assert events[-1] == "data: [DONE]" and '"type":"abort"' in events[-2] and '"status_code":500' in events[-2]
+    else:
+        assert events == []
+
+
+def test_no_heartbeat_never_notices_a_lost_prefill(start):
+    s = start("no_heartbeat")
+    t = s.info.config["timeouts"]
+    th, out = background(lambda: send(s, "/generate", BODY, legs=("decode",), timeout_s=t["waiting_s"] + 3))
+    wait_until(lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode room waiting")
+    with proxy_down(s, "bootstrap"):
+        th.join(timeout=t["waiting_s"] + 5)
+    d = out["value"]["decode"]
+    assert d.status == 500 and "Lost connection" not in d.body["message"]
+    assert "in KVPoll.WaitingForInput" in d.body["message"]

@@ -1,0 +1,91 @@
+"""``pdchaos up/status/down`` from the command line, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from chaos.ports import PortAllocator
+from chaos.procs import alive
+
+PDCHAOS = [sys.executable, "-m", "chaos.cli"]
+
+
+@pytest.fixture
+def cli(tmp_path, pytestconfig):
+    base = PortAllocator(pytestconfig.getoption("--port-base") + 9000).next_base()
+    state = tmp_path / "state"
+
+    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*PDCHAOS, "--state-dir", str(state), *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+    run.base = base  # type: ignore[attr-defined]
+    run.state = state  # type: ignore[attr-defined]
+    yield run
+    run("down")
+
+
+def test_up_json_status_down_leaves_no_process(cli):
+    up = cli("up", "--port-base", str(cli.base), "--json", env={"PDSIM_DEFECTS": "", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "7"})
+    assert up.returncode == 0, up.stderr
+    info = json.loads(up.stdout)
+    assert json.loads((cli.state / "stack.json").read_text()) == info
+    assert set(info["proxies"]) == {"client_router", "bootstrap", "control", "kv"}
+    for p in info["proxies"].values():
+        assert p["listen"].startswith("127.0.0.1:") and p["upstream"].startswith("127.0.0.1:")
+    assert set(info["services"]) == {"toxiproxy", "prefill", "decode", "router"}
+    for svc in info["services"].values():
+        assert alive(svc["pid"]) and Path(svc["log"]).exists()
+    assert info["config"]["timeouts"]["bootstrap_s"] == 7.0  # the environment reaches the engines
+    assert info["services"]["prefill"]["env"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "7.0"
+    r = httpx.post(info["endpoints"]["client"] + "/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 2}}, timeout=10)
+    assert r.status_code == 200
+
+    status = json.loads(cli("status").stdout)
+    assert all(s["alive"] for s in status["services"].values())
+
+    again = cli("up", "--port-base", str(cli.base))
+    assert again.returncode == 1 and "already up" in again.stderr
+
+    down = cli("down")
+    assert down.returncode == 0, down.stderr
+    assert not any(alive(s["pid"]) for s in info["services"].values())
+    assert not (cli.state / "stack.json").exists()
+    for port in range(cli.base, cli.base + 12):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+
+
+def test_unknown_defect_is_one_clear_error_and_leaves_nothing_running(cli):
+    up = cli("up", "--port-base", str(cli.base), env={"PDSIM_DEFECTS": "no_such_defect"})
+    assert up.returncode == 1
+    lines = up.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown pdsim defect(s): no_such_defect" in lines[0]
+    assert not (cli.state / "stack.json").exists()
+    assert "no_such_defect" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+def test_missing_toxiproxy_is_one_clear_error(cli):
+    up = cli("up", "--port-base", str(cli.base), env={"TOXIPROXY_SERVER": "/nonexistent/toxiproxy-server"})
+    assert up.returncode == 1 and "TOXIPROXY_SERVER=/nonexistent/toxiproxy-server is not an executable file" in up.stderr
+
+
+def test_busy_port_is_refused(cli):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", cli.base + 4))
+        s.listen()
+        up = cli("up", "--port-base", str(cli.base))
+    assert up.returncode == 1 and f"ports [{cli.base + 4}]" in up.stderr
+
+
+def test_status_without_a_stack(cli):
+    r = cli("status")
+    assert r.returncode == 1 and "no stack at" in r.stderr
