@@ -10,19 +10,33 @@ from __future__ import annotations
 
 import os
 import random
+import re
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
+from chaos.bounds import Bounds
+from chaos.faults import Faults
+from chaos.history import History
 from chaos.ports import PortAllocator
+from chaos.sampler import Sampler
 from chaos.stack import StackConfig, Timeouts
+from chaos.targets.base import Capability
 from chaos.targets.embedded import EmbeddedStack
+from chaos.workloads import Workload
 
 __all__ = ["StackFactory"]
 
 TARGETS = ("embedded",)
+MODEL = os.environ.get("PDCHAOS_MODEL", "pdsim/deterministic-1")
+MARKERS = (
+    "fault(family): the fault family a scenario exercises (process, network, client)",
+    "needs(*capabilities): capabilities the target must have (proxied_kv, proxied_control, "
+    "proxied_bootstrap, process_control, defects); the test skips with a reason otherwise",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,12 +44,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--target", default=os.environ.get("PDCHAOS_TARGET", "embedded"), help=f"target to test: {', '.join(TARGETS)} (env PDCHAOS_TARGET)")
     group.addoption("--seed", type=int, default=None, help="seed for every random choice of the rig (default: random, printed in the header)")
     group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", "42000")), help="first port of the range embedded stacks use (default 42000)")
+    group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
 
 
 _SEED = pytest.StashKey[int]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
     target = config.getoption("--target")
     if target not in TARGETS:
         raise pytest.UsageError(f"--target {target!r} is unknown; known targets: {', '.join(TARGETS)}")
@@ -98,3 +115,83 @@ def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
 def stack(stack_factory: StackFactory) -> EmbeddedStack:
     """The clean embedded stack, shared by the session (defects from the environment)."""
     return stack_factory.start(defects=os.environ.get("PDSIM_DEFECTS", ""))
+
+
+# ---- per-test rig: history, sampler, faults, workload ---------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        needs = item.get_closest_marker("needs")
+        if needs is None:
+            continue
+        missing = [c for c in needs.args if Capability(c) not in EmbeddedStack.capabilities]
+        if missing:
+            item.add_marker(pytest.mark.skip(reason=f"target {config.getoption('--target')} lacks {', '.join(missing)}"))
+
+
+_RUN_DIR = pytest.StashKey[Path]()
+
+
+def _run_dir(config: pytest.Config) -> Path:
+    if _RUN_DIR not in config.stash:
+        root = Path(config.getoption("--reports-dir"))
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+        run_id = os.environ.get("PDCHAOS_RUN_ID") or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
+        path = root / run_id / worker if worker else root / run_id
+        path.mkdir(parents=True, exist_ok=True)
+        config.stash[_RUN_DIR] = path
+    return config.stash[_RUN_DIR]
+
+
+@pytest.fixture
+def history(request: pytest.FixtureRequest, seed: int) -> Iterator[History]:
+    """This test's history, written as JSONL under reports/<run-id>/<test>/history.jsonl."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-150:]
+    folder = _run_dir(request.config) / safe
+    folder.mkdir(parents=True, exist_ok=True)
+    h = History(path=folder / "history.jsonl", seed=seed)
+    request.node.stash[HISTORY_KEY] = h
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+HISTORY_KEY = pytest.StashKey[History]()
+
+
+@pytest.fixture
+def sampler(stack: EmbeddedStack, history: History) -> Iterator[Sampler]:
+    e = stack.info.endpoints
+    urls = {"prefill": e["prefill"] + "/metrics", "decode": e["decode"] + "/metrics", "router": e["router_metrics"], "toxiproxy": e["toxiproxy_metrics"]}
+    s = Sampler(history, urls).start()
+    s.wait_for_sample(2.0)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def faults(stack: EmbeddedStack, history: History, sampler: Sampler) -> Iterator[Faults]:
+    """Faults as context managers; whatever is still active is healed at teardown."""
+    client = stack.toxiproxy()
+    f = Faults(stack, history, sampler, client)
+    try:
+        yield f
+    finally:
+        try:
+            f.heal_all()
+        finally:
+            client.close()
+
+
+@pytest.fixture
+def workload(stack: EmbeddedStack, history: History, seed: int) -> Workload:
+    return Workload(stack.info.endpoints["client"], history, seed, model=MODEL)
+
+
+@pytest.fixture
+def bounds(stack: EmbeddedStack) -> Bounds:
+    return Bounds.of(stack.info)

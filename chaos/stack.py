@@ -107,7 +107,11 @@ class StackConfig:
     kv_bytes_per_token: int = 1024
     max_running_requests: int = 64
     router_request_timeout_s: int = 30
+    router_cb_timeout_s: int = 3  # smg's circuit-breaker open time (default 60 s), scaled like the rest
     startup_timeout_s: float = 30.0
+    slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
+    forward_s: float = 2.0  # longest prefill forward of the suites' prompts
+    recovery_s: float = 10.0  # how soon a fresh request must succeed after healing
 
 
 @dataclass

@@ -82,6 +82,7 @@ class EmbeddedStack:
                 "decode": _url(ports.decode),
                 "prefill_bootstrap": _url(ports.prefill_bootstrap),
                 "toxiproxy": _url(ports.toxiproxy),
+                "toxiproxy_metrics": f"{_url(ports.toxiproxy)}/metrics",
             },
             proxies={
                 "client_router": {"listen": f"{LOOPBACK}:{ports.client_router}", "upstream": f"{LOOPBACK}:{ports.router}"},
@@ -94,10 +95,14 @@ class EmbeddedStack:
                 "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
                 "defects": [d for d in cfg.defects.split(",") if d],
                 "router_request_timeout_s": cfg.router_request_timeout_s,
+                "router_cb_timeout_s": cfg.router_cb_timeout_s,
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
                 "kv_bytes_per_token": cfg.kv_bytes_per_token,
                 "startup_timeout_s": cfg.startup_timeout_s,
+                "slack_s": cfg.slack_s,
+                "forward_s": cfg.forward_s,
+                "recovery_s": cfg.recovery_s,
             },
         )
         stack = cls(info)
@@ -145,7 +150,7 @@ class EmbeddedStack:
             "--max-running-requests", str(cfg.max_running_requests),
         ]  # fmt: skip
         return {
-            "toxiproxy": ProcSpec("toxiproxy", (toxiproxy_binary(), "-host", LOOPBACK, "-port", str(ports.toxiproxy)), {}, logs / "toxiproxy.log"),
+            "toxiproxy": ProcSpec("toxiproxy", (toxiproxy_binary(), "-host", LOOPBACK, "-port", str(ports.toxiproxy), "-proxy-metrics"), {}, logs / "toxiproxy.log"),
             "prefill": ProcSpec(
                 "prefill",
                 (py, "-m", "pdsim", "--mode", "prefill", "--port", str(ports.prefill),
@@ -166,7 +171,8 @@ class EmbeddedStack:
                 (smg_binary(), "launch", "--host", LOOPBACK, "--port", str(ports.router), "--pd-disaggregation",
                  "--prefill", _url(ports.prefill), str(ports.bootstrap), "--decode", _url(ports.decode),
                  "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
-                 "--request-timeout-secs", str(cfg.router_request_timeout_s), "--log-level", "info"),
+                 "--request-timeout-secs", str(cfg.router_request_timeout_s),
+                 "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--log-level", "info"),
                 {"NO_COLOR": "1"},
                 logs / "router.log",
             ),  # fmt: skip

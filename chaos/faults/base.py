@@ -1,0 +1,34 @@
+"""The shape every fault shares.
+
+``inject`` does it, ``verify`` proves it took effect (or raises ``FaultNotApplied`` with
+what it saw), ``heal`` undoes it and must be idempotent (the runner heals again at
+teardown), ``verify_healed`` proves the heal (or raises ``FaultNotHealed``). A fault that
+silently did nothing is the worst failure of a chaos suite.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+__all__ = ["Fault"]
+
+
+class Fault(ABC):
+    kind: str = "fault"
+
+    @abstractmethod
+    def describe(self) -> str: ...
+
+    @abstractmethod
+    def inject(self) -> None: ...
+
+    @abstractmethod
+    def verify(self) -> str:
+        """Evidence that the fault is in effect; raise FaultNotApplied otherwise."""
+
+    @abstractmethod
+    def heal(self) -> None: ...
+
+    @abstractmethod
+    def verify_healed(self) -> str:
+        """Evidence that the fault is gone; raise FaultNotHealed otherwise."""

@@ -1,0 +1,145 @@
+"""Network faults on Toxiproxy links: toxics (latency, bandwidth, timeout = blackhole,
+reset_peer, slicer, limit_data) and a proxy turned off (down).
+
+Verification reads the toxic back from the API (type, stream, toxicity, attributes) and,
+on links that speak HTTP (client_router, bootstrap), sends one probe through the proxy and
+checks that the traffic is affected the way the toxic says. Raw TCP links (control, kv)
+cannot be probed without speaking pdsim's or SGLang's wire protocol, so there the readback
+is the evidence; scenarios check the effect through their own triggers and verdicts.
+Semantics are Toxiproxy's own (shared/reference/anchors.md §3): a ``timeout`` toxic closes
+its connections when removed; ``bandwidth`` with rate 0 holds data and flushes on removal.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import httpx
+
+from chaos.errors import FaultNotApplied, FaultNotHealed, ToxiproxyError
+from chaos.faults.base import Fault
+from chaos.toxiproxy import Toxic, ToxiproxyClient
+
+__all__ = ["ProxyDown", "ToxicFault"]
+
+_PROBE_TIMEOUT_S = 1.0
+
+
+def _probe(url: str, timeout_s: float) -> tuple[str, float]:
+    """One GET: ("ok"|"timeout"|"refused"|"reset"|"error", elapsed)."""
+    t0 = time.monotonic()
+    try:
+        httpx.get(url, timeout=httpx.Timeout(timeout_s, connect=timeout_s))
+        result = "ok"
+    except httpx.ConnectError as exc:
+        result = "refused" if "refused" in str(exc).lower() else "reset"
+    except httpx.TimeoutException:
+        result = "timeout"
+    except (httpx.RemoteProtocolError, httpx.ReadError):
+        result = "reset"
+    except httpx.HTTPError:
+        result = "error"
+    return result, time.monotonic() - t0
+
+
+class ToxicFault(Fault):
+    kind = "toxic"
+
+    def __init__(self, client: ToxiproxyClient, proxy: str, toxic: Toxic, *, probe_url: str | None = None) -> None:
+        self.client, self.proxy, self.toxic, self.probe_url = client, proxy, toxic, probe_url
+
+    def describe(self) -> str:
+        attrs = ",".join(f"{k}={v}" for k, v in self.toxic.attributes.items())
+        return f"{self.toxic.type}({attrs}) on {self.proxy} {self.toxic.stream}"
+
+    def inject(self) -> None:
+        self.client.add_toxic(self.proxy, self.toxic)
+
+    def _listed(self) -> Toxic | None:
+        return next((t for t in self.client.toxics(self.proxy) if t.name == self.toxic.name), None)
+
+    def verify(self) -> str:
+        listed = self._listed()
+        if listed is None:
+            raise FaultNotApplied(f"toxic {self.toxic.name} is not listed on {self.proxy}")
+        if (listed.type, listed.stream, listed.toxicity) != (self.toxic.type, self.toxic.stream, self.toxic.toxicity) or any(
+            listed.attributes.get(k) != v for k, v in self.toxic.attributes.items()
+        ):
+            raise FaultNotApplied(f"toxic on {self.proxy} reads back as {listed}, not {self.toxic}")
+        evidence = f"listed on {self.proxy}: {listed.type} {listed.stream} {listed.attributes}"
+        return evidence + self._probe_effect()
+
+    def _probe_effect(self) -> str:
+        if self.probe_url is None:
+            return " (raw TCP link: no probe)"
+        kind, attrs = self.toxic.type, self.toxic.attributes
+        if kind == "latency":
+            want = (attrs.get("latency", 0) - attrs.get("jitter", 0)) / 1000
+            result, took = _probe(self.probe_url, want + _PROBE_TIMEOUT_S)
+            if result != "ok" or took < want:
+                raise FaultNotApplied(f"probe through {self.proxy} took {took:.3f}s ({result}); expected >= {want:.3f}s")
+        elif kind == "timeout" or (kind == "bandwidth" and attrs.get("rate") == 0):
+            result, took = _probe(self.probe_url, _PROBE_TIMEOUT_S)
+            blackholed = result == "timeout" or (attrs.get("timeout", 0) > 0 and result == "reset")
+            if not blackholed:
+                raise FaultNotApplied(f"probe through blackholed {self.proxy} got {result} after {took:.3f}s")
+        elif kind in ("reset_peer", "limit_data"):
+            result, took = _probe(self.probe_url, _PROBE_TIMEOUT_S + attrs.get("timeout", 0) / 1000)
+            if result == "ok" and kind == "reset_peer":
+                raise FaultNotApplied(f"probe through {self.proxy} was not reset")
+        else:
+            return " (no probe for this toxic type)"
+        return f"; probe: {result} after {took:.3f}s"
+
+    def heal(self) -> None:
+        try:
+            self.client.remove_toxic_or_cycle(self.proxy, self.toxic.name)
+        except ToxiproxyError as exc:
+            raise FaultNotHealed(f"cannot remove toxic {self.toxic.name} from {self.proxy}: {exc}") from exc
+
+    def verify_healed(self) -> str:
+        if self._listed() is not None:
+            raise FaultNotHealed(f"toxic {self.toxic.name} still listed on {self.proxy}")
+        return f"no toxic {self.toxic.name} on {self.proxy}"
+
+
+class ProxyDown(Fault):
+    """The link is down: new connections refused, existing ones closed (Toxiproxy disable)."""
+
+    kind = "down"
+
+    def __init__(self, client: ToxiproxyClient, proxy: str, listen: str) -> None:
+        self.client, self.proxy, self.listen = client, proxy, listen
+
+    def describe(self) -> str:
+        return f"{self.proxy} down"
+
+    def inject(self) -> None:
+        self.client.disable(self.proxy)
+
+    def _connects(self) -> bool:
+        host, _, port = self.listen.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=_PROBE_TIMEOUT_S):
+                return True
+        except OSError:
+            return False
+
+    def verify(self) -> str:
+        if self.client.get(self.proxy).enabled:
+            raise FaultNotApplied(f"{self.proxy} still enabled")
+        if self._connects():
+            raise FaultNotApplied(f"{self.listen} still accepts connections")
+        return f"{self.proxy} disabled; connect to {self.listen} refused"
+
+    def heal(self) -> None:
+        try:
+            self.client.enable(self.proxy)
+        except ToxiproxyError as exc:
+            raise FaultNotHealed(f"cannot enable {self.proxy}: {exc}") from exc
+
+    def verify_healed(self) -> str:
+        if not self.client.get(self.proxy).enabled or not self._connects():
+            raise FaultNotHealed(f"{self.proxy} not accepting connections after enable")
+        return f"{self.proxy} enabled; {self.listen} accepts connections"

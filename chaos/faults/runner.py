@@ -1,0 +1,119 @@
+"""The ``faults`` fixture: faults as context managers, with triggers, always healed.
+
+    with faults.kill("decode", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
+        convo.run()
+
+On entry: wait for the trigger (with its deadline), inject, verify. On exit, whatever
+happened (an exception, Ctrl-C): heal and verify the heal. Every step goes into the
+history. ``heal_all()`` runs again at teardown for anything still active.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from chaos.errors import FaultNotHealed
+from chaos.faults.base import Fault
+from chaos.faults.network import ProxyDown, ToxicFault
+from chaos.faults.process import Freeze, Kill, Restart
+from chaos.history import FaultEvent, History
+from chaos.sampler import Sampler
+from chaos.targets.base import Target
+from chaos.toxiproxy import Toxic, ToxiproxyClient
+from chaos.triggers import Condition, wait_for
+
+__all__ = ["Faults"]
+
+_HTTP_LINKS = ("client_router", "bootstrap")
+DEFAULT_TRIGGER_DEADLINE_S = 30.0
+
+
+class Faults:
+    def __init__(self, target: Target, history: History, sampler: Sampler, toxiproxy: ToxiproxyClient) -> None:
+        self.target, self.history, self.sampler, self.toxiproxy = target, history, sampler, toxiproxy
+        self._active: list[tuple[str, Fault]] = []
+        self._ids = itertools.count(1)
+
+    def _record(self, fid: str, phase: str, fault: Fault, evidence: str = "") -> None:
+        self.history.append(FaultEvent(self.history.now(), time.time(), fid, phase, fault.describe(), evidence))
+
+    @contextmanager
+    def apply(self, fault: Fault, *, when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S) -> Iterator[Fault]:
+        fid = f"{fault.kind}#{next(self._ids)}"
+        if when is not None:
+            wait_for(when, self.sampler, self.history, deadline_s=deadline_s)
+        self._active.append((fid, fault))
+        try:
+            self._record(fid, "inject", fault)
+            fault.inject()
+            self._record(fid, "verified", fault, fault.verify())
+            yield fault
+        finally:
+            self._heal(fid, fault)
+
+    def _heal(self, fid: str, fault: Fault) -> None:
+        if (fid, fault) not in self._active:
+            return
+        try:
+            fault.heal()
+            self._record(fid, "healed", fault)
+            self._record(fid, "heal_verified", fault, fault.verify_healed())
+        except Exception as exc:
+            self._record(fid, "heal_failed", fault, str(exc))
+            raise
+        finally:
+            self._active.remove((fid, fault))
+
+    def wait(self, cond: Condition, *, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S) -> str:
+        """Wait for a condition inside a fault block (recorded as a trigger)."""
+        return wait_for(cond, self.sampler, self.history, deadline_s=deadline_s)
+
+    def heal_all(self) -> None:
+        """Heal everything still active, newest first; raise the first failure at the end."""
+        first: Exception | None = None
+        for fid, fault in reversed(list(self._active)):
+            try:
+                self._heal(fid, fault)
+            except Exception as exc:
+                first = first or exc
+        if first is not None:
+            raise FaultNotHealed(f"teardown could not heal every fault: {first}") from first
+
+    # ---- shorthands ---------------------------------------------------------------------------
+    def kill(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.apply(Kill(self.target, service), **kw)
+
+    def freeze(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.apply(Freeze(self.target, service), **kw)
+
+    def restart(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.apply(Restart(self.target, service), **kw)
+
+    def down(self, proxy: str, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.apply(ProxyDown(self.toxiproxy, proxy, self.target.info.proxies[proxy]["listen"]), **kw)
+
+    def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, **attributes: Any):  # type: ignore[no-untyped-def]
+        toxic = Toxic(f"pdchaos_{kind}_{stream}", kind, stream, 1.0, attributes)  # type: ignore[arg-type]
+        probe = f"http://{self.target.info.proxies[proxy]['listen']}/health" if proxy in _HTTP_LINKS and stream == "downstream" else None
+        return self.apply(ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe), when=when, deadline_s=deadline_s)
+
+    def latency(self, proxy: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.toxic(proxy, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
+
+    def bandwidth(self, proxy: str, rate_kb_s: int, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.toxic(proxy, "bandwidth", rate=rate_kb_s, **kw)
+
+    def blackhole(self, proxy: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.toxic(proxy, "timeout", timeout=timeout_ms, **kw)
+
+    def reset_peer(self, proxy: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.toxic(proxy, "reset_peer", timeout=timeout_ms, **kw)
+
+    def slicer(self, proxy: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.toxic(proxy, "slicer", average_size=average_size, size_variation=size_variation, delay=delay_us, **kw)
+
+    def limit_data(self, proxy: str, nbytes: int, **kw: Any):  # type: ignore[no-untyped-def]
+        return self.toxic(proxy, "limit_data", bytes=nbytes, **kw)

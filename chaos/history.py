@@ -1,0 +1,233 @@
+"""One time-ordered record per test (Jepsen's history): client operations, faults, metric
+samples, trigger firings and log events. Verdicts are pure functions of it; reports draw it.
+
+Records are frozen dataclasses appended as JSONL as they happen, so an interrupted run keeps
+what it saw. Times: ``t`` is seconds on the monotonic clock since the history began, ``wall``
+is Unix time (to join with engine logs).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = [
+    "Chunk",
+    "Complete",
+    "FaultEvent",
+    "History",
+    "Invoke",
+    "LogEvent",
+    "Mark",
+    "Op",
+    "Outcome",
+    "Sample",
+    "TriggerFired",
+]
+
+
+class Outcome(enum.Enum):
+    """How a request ended; exactly one per request. Unknown is never success."""
+
+    OK = "ok"
+    CLEAN_ERROR = "clean_error"  # an error status, or a parseable SSE error/abort event
+    TRUNCATED = "truncated"  # the stream ended without a finish or an error
+    STALLED = "stalled"  # no bytes for longer than the stall bound while open
+    CLIENT_TIMEOUT = "client_timeout"  # our own deadline fired
+    CONNECTION_ERROR = "connection_error"  # refused or reset before any response
+
+
+@dataclass(frozen=True)
+class Invoke:
+    t: float
+    wall: float
+    op: str
+    path: str
+    stream: bool
+    agent: str = ""
+    round: int = -1
+    context: str = ""  # digest of everything sent: equal contexts must give equal replies
+    phase: str = ""
+    kind: str = "invoke"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    t: float
+    op: str
+    nbytes: int
+    kind: str = "chunk"
+
+
+@dataclass(frozen=True)
+class Complete:
+    t: float
+    wall: float
+    op: str
+    outcome: Outcome
+    status: int | None = None
+    error: str = ""
+    reply: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    first_byte_t: float | None = None
+    kind: str = "complete"
+
+
+@dataclass(frozen=True)
+class FaultEvent:
+    t: float
+    wall: float
+    fault: str  # id, e.g. "kill:decode#1"
+    phase: str  # inject | verified | healed | heal_verified | heal_failed
+    description: str
+    evidence: str = ""
+    kind: str = "fault"
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float
+    source: str  # prefill | decode | router | toxiproxy
+    values: dict[str, float]
+    kind: str = "sample"
+
+
+@dataclass(frozen=True)
+class TriggerFired:
+    t: float
+    trigger: str
+    value: str
+    kind: str = "trigger"
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    t: float
+    service: str
+    line: str
+    kind: str = "log"
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A named moment the scenario chose (phase boundaries)."""
+
+    t: float
+    name: str
+    kind: str = "mark"
+
+
+Record = Invoke | Chunk | Complete | FaultEvent | Sample | TriggerFired | LogEvent | Mark
+_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, Mark)}  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Op:
+    """An invoke joined with its completion (None while unknown)."""
+
+    invoke: Invoke
+    complete: Complete | None
+    chunks: tuple[Chunk, ...] = ()
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.complete.outcome if self.complete else None
+
+    @property
+    def latency(self) -> float | None:
+        return self.complete.t - self.invoke.t if self.complete else None
+
+
+def _encode(rec: Record) -> str:
+    d = asdict(rec)
+    if isinstance(rec, Complete):
+        d["outcome"] = rec.outcome.value
+    return json.dumps(d, separators=(",", ":"))
+
+
+def decode_record(line: str) -> Record:
+    d = json.loads(line)
+    cls = _TYPES[d["kind"]]
+    if cls is Complete:
+        d["outcome"] = Outcome(d["outcome"])
+    return cls(**d)
+
+
+@dataclass
+class History:
+    """Thread-safe, append-only; ``path`` (optional) receives each record as a JSONL line."""
+
+    path: Path | None = None
+    seed: int = 0
+    records: list[Record] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    started_wall: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._file = open(self.path, "a", buffering=1) if self.path else None
+
+    def now(self) -> float:
+        return time.monotonic() - self.started
+
+    def append(self, rec: Record) -> Record:
+        with self._lock:
+            self.records.append(rec)
+            if self._file is not None:
+                self._file.write(_encode(rec) + "\n")
+        return rec
+
+    def mark(self, name: str) -> Mark:
+        return self.append(Mark(self.now(), name))  # type: ignore[return-value]
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    @classmethod
+    def load(cls, path: Path) -> "History":
+        h = cls()
+        h.records = [decode_record(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+        return h
+
+    # ---- queries (verdicts and reports use only these) --------------------------------------
+    def of(self, kind: type) -> Iterator[Any]:
+        with self._lock:
+            snapshot = list(self.records)
+        return (r for r in snapshot if isinstance(r, kind))
+
+    def ops(self, *, phase: str | None = None) -> list[Op]:
+        invokes: dict[str, Invoke] = {}
+        completes: dict[str, Complete] = {}
+        chunks: dict[str, list[Chunk]] = {}
+        for r in self.of(object):
+            if isinstance(r, Invoke):
+                invokes[r.op] = r
+            elif isinstance(r, Complete):
+                completes[r.op] = r
+            elif isinstance(r, Chunk):
+                chunks.setdefault(r.op, []).append(r)
+        return [Op(i, completes.get(k), tuple(chunks.get(k, ()))) for k, i in invokes.items() if phase is None or i.phase == phase]
+
+    def faults(self) -> list[FaultEvent]:
+        return list(self.of(FaultEvent))
+
+    def first_fault_t(self) -> float | None:
+        return next((f.t for f in self.of(FaultEvent) if f.phase == "inject"), None)
+
+    def last_heal_t(self) -> float | None:
+        heals = [f.t for f in self.of(FaultEvent) if f.phase == "healed"]
+        return max(heals) if heals else None
+
+    def series(self, source: str, metric: str) -> list[tuple[float, float]]:
+        return [(s.t, s.values[metric]) for s in self.of(Sample) if s.source == source and metric in s.values]
+
+    def marks(self, name: str) -> list[float]:
+        return [m.t for m in self.of(Mark) if m.name == name]

@@ -1,0 +1,132 @@
+"""Scrapes every engine's and the router's ``/metrics`` at 10 Hz into the history.
+
+One background thread, one keep-alive httpx client per source, a short timeout per scrape
+so a frozen engine costs one missed sample, not a stalled sampler. Parsing is
+prometheus_client's. Values are summed over label sets, keyed by the metric name without
+its ``sglang:`` prefix (engines) or as-is (router, Toxiproxy). A failed scrape records
+nothing: missing data stays missing, never zero.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from chaos.history import History, Sample
+
+__all__ = ["Sampler", "parse_metrics"]
+
+DEFAULT_INTERVAL_S = 0.1
+_SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
+# Older SGLang names the prefill bootstrap queue gauge differently: read both as one.
+_ALIASES = {"num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs"}
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name.endswith(("_bucket", "_created")):
+                continue
+            name = s.name.removeprefix("sglang:")
+            name = _ALIASES.get(name, name)
+            values[name] = values.get(name, 0.0) + s.value
+            if "proxy" in s.labels:  # Toxiproxy: keep each link and direction apart
+                key = f"{name}:{s.labels['proxy']}:{s.labels.get('direction', '')}"
+                values[key] = values.get(key, 0.0) + s.value
+            elif "worker" in s.labels:  # smg: keep each worker apart too
+                key = f"{name}:{s.labels['worker']}"
+                values[key] = values.get(key, 0.0) + s.value
+    return values
+
+
+class Sampler:
+    """``start()`` then ``stop()``; ``latest(source)`` serves triggers between samples."""
+
+    def __init__(self, history: History, urls: dict[str, str], *, interval_s: float = DEFAULT_INTERVAL_S) -> None:
+        self.history = history
+        self.urls = urls
+        self.interval_s = interval_s
+        self._latest: dict[str, Sample] = {}
+        self._stop = threading.Event()
+        self._new = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._clients = {name: httpx.Client(timeout=_SCRAPE_TIMEOUT) for name in urls}
+
+    def start(self) -> "Sampler":
+        self._thread = threading.Thread(target=self._run, name="pdchaos-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        for c in self._clients.values():
+            c.close()
+
+    def __enter__(self) -> "Sampler":
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def scrape_once(self) -> None:
+        for name, url in self.urls.items():
+            try:
+                r = self._clients[name].get(url)
+                r.raise_for_status()
+                values = parse_metrics(r.text)
+            except (httpx.HTTPError, ValueError):
+                continue
+            sample = Sample(self.history.now(), name, values)
+            self.history.append(sample)
+            with self._new:
+                self._latest[name] = sample
+                self._new.notify_all()
+
+    def _run(self) -> None:
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.scrape_once()
+            next_at += self.interval_s
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def latest(self, source: str) -> Sample | None:
+        with self._new:
+            return self._latest.get(source)
+
+    def wait_for_sample(self, timeout_s: float) -> None:
+        """Block until any new sample arrives or ``timeout_s`` passes."""
+        with self._new:
+            self._new.wait(timeout_s)
+
+    def wait_quiet(self, gauges: list[tuple[str, str]], *, within_s: float) -> bool:
+        """Keep sampling until every gauge reads 0 (or ``within_s`` passes): lets a scenario
+        end only once its verdicts' windows are covered. Never raises; verdicts judge."""
+
+        called = self.history.now()
+
+        def quiet() -> bool:
+            for source, metric in gauges:
+                s = self.latest(source)
+                if s is None or s.t < called or s.values.get(metric, 0.0) > 0:
+                    return False
+            return True
+
+        return self.poll(quiet, timeout_s=within_s)
+
+    def poll(self, predicate: Callable[[], bool], *, timeout_s: float) -> bool:
+        """Re-check ``predicate`` at every new sample until it holds or the deadline passes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if predicate():
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.wait_for_sample(min(remaining, self.interval_s * 2))

@@ -1,0 +1,113 @@
+"""Triggers: fire a fault when a condition holds, never after a sleep.
+
+    gauge("decode", "num_decode_transfer_queue_reqs") > 0      # a metric condition
+    log_line("decode", r"state=transfer_queue")                  # a log line appears
+    bytes_crossed("kv") >= 100_000                               # N bytes crossed a link
+
+Every wait has a deadline; if the condition never holds, ``TriggerTimeout`` names the
+signal and the last value seen. The firing is recorded in the history.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from chaos.errors import TriggerTimeout
+from chaos.history import History, TriggerFired
+from chaos.sampler import Sampler
+
+__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "wait_for"]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Something that holds or not, with a description and the value it last saw."""
+
+    describe: str
+    check: Callable[[Sampler, float], tuple[bool, str]]  # (sampler, armed_at) -> (holds, value)
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A number read from the latest sample of one source; compare it to get a Condition."""
+
+    source: str
+    metric: str
+
+    def read(self, sampler: Sampler, since: float = float("-inf")) -> float | None:
+        """The latest value, from a sample taken at history time ``since`` or later only:
+        a sample from before the trigger was armed must not fire it."""
+        s = sampler.latest(self.source)
+        return None if s is None or s.t < since else s.values.get(self.metric)
+
+    def _cond(self, op: Callable[[float, float], bool], sym: str, value: float) -> Condition:
+        def check(sampler: Sampler, since: float) -> tuple[bool, str]:
+            v = self.read(sampler, since)
+            return (v is not None and op(v, value)), repr(v)
+
+        return Condition(f"{self.source}:{self.metric} {sym} {value:g}", check)
+
+    def __gt__(self, value: float) -> Condition:  # type: ignore[override]
+        return self._cond(operator.gt, ">", value)
+
+    def __ge__(self, value: float) -> Condition:  # type: ignore[override]
+        return self._cond(operator.ge, ">=", value)
+
+    def __lt__(self, value: float) -> Condition:  # type: ignore[override]
+        return self._cond(operator.lt, "<", value)
+
+    def __le__(self, value: float) -> Condition:  # type: ignore[override]
+        return self._cond(operator.le, "<=", value)
+
+
+def gauge(source: str, metric: str) -> Signal:
+    return Signal(source, metric)
+
+
+def bytes_crossed(proxy: str, direction: str = "upstream") -> Signal:
+    """Bytes Toxiproxy forwarded on a link, ``upstream`` being client to server (the
+    stack starts Toxiproxy with ``-proxy-metrics``)."""
+    return Signal("toxiproxy", f"toxiproxy_proxy_sent_bytes_total:{proxy}:{direction}")
+
+
+def log_line(path: Path, pattern: str, *, service: str = "") -> Condition:
+    """Holds once a line matching ``pattern`` is appended to ``path`` after this call."""
+    regex = re.compile(pattern)
+    try:
+        start = path.stat().st_size
+    except FileNotFoundError:
+        start = 0
+
+    def check(_: Sampler, __: float) -> tuple[bool, str]:
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                for raw in f:
+                    line = raw.decode(errors="replace").rstrip()
+                    if regex.search(line):
+                        return True, line
+        except FileNotFoundError:
+            pass
+        return False, "no matching line"
+
+    return Condition(f"log line /{pattern}/ in {service or path.name}", check)
+
+
+def wait_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s: float) -> str:
+    """Block until ``cond`` holds; record and return the value that made it fire."""
+    seen = ["never sampled"]
+    armed = history.now()
+
+    def holds() -> bool:
+        ok, value = cond.check(sampler, armed)
+        seen[0] = value
+        return ok
+
+    if not sampler.poll(holds, timeout_s=deadline_s):
+        raise TriggerTimeout(f"trigger '{cond.describe}' did not fire within {deadline_s:g}s (last value: {seen[0]})")
+    history.append(TriggerFired(history.now(), cond.describe, seen[0]))
+    return seen[0]

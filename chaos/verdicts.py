@@ -1,0 +1,273 @@
+"""Verdicts: pure functions of the history, each with a message that shows its evidence.
+
+A verdict never reads live state. Each returns ``Verdict(name, status, message)`` with
+status pass, fail or unknown; no data is unknown, never pass, and ``expect`` fails on
+anything but pass. Bounds are arguments, in seconds, taken by scenarios from the target's
+configuration (``chaos.bounds``), not written into verdicts.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from chaos.history import History, Op, Outcome
+
+__all__ = [
+    "Check",
+    "Status",
+    "Verdict",
+    "VerdictFailed",
+    "context_grows",
+    "evaluate",
+    "every_request_terminal",
+    "expect",
+    "failed_requests_are_clean",
+    "no_leak",
+    "recovers",
+    "replies_match_baseline",
+    "watchdog_fired",
+]
+
+SAMPLE_TOLERANCE_S = 0.25  # a gauge change is seen up to two 10 Hz samples late
+
+
+class Status(enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    name: str
+    status: Status
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.status.value.upper()}] {self.name}: {self.message}"
+
+
+Check = Callable[[History], Verdict]
+
+
+class VerdictFailed(AssertionError):
+    """A test failed on its verdicts (not a rig error)."""
+
+
+def evaluate(history: History, checks: Iterable[Check]) -> list[Verdict]:
+    out = []
+    for check in checks:
+        try:
+            out.append(check(history))
+        except Exception as exc:  # a verdict that raises knows nothing: unknown, never pass
+            out.append(Verdict(getattr(check, "__name__", "verdict"), Status.UNKNOWN, f"raised {type(exc).__name__}: {exc}"))
+    return out
+
+
+def expect(history: History, *checks: Check) -> list[Verdict]:
+    verdicts = evaluate(history, checks)
+    history.verdicts = verdicts  # type: ignore[attr-defined]  # for reports
+    bad = [v for v in verdicts if v.status is not Status.PASS]
+    if bad:
+        raise VerdictFailed("\n".join(str(v) for v in bad))
+    return verdicts
+
+
+def _named(name: str) -> Callable[[Check], Check]:
+    def wrap(fn: Check) -> Check:
+        fn.__name__ = name
+        return fn
+
+    return wrap
+
+
+def _op_label(op: Op) -> str:
+    i = op.invoke
+    who = f" {i.agent} round {i.round}" if i.agent else ""
+    return f"{i.op}{who} ({i.path}, t={i.t:.2f}s)"
+
+
+def _scope(history: History, phase: str | None) -> list[Op]:
+    return [op for op in history.ops() if phase is None or op.invoke.phase == phase]
+
+
+def every_request_terminal(*, within_s: float, phase: str | None = None) -> Check:
+    """Every request completed, each within ``within_s`` of its invoke."""
+
+    @_named(f"every_request_terminal(within={within_s:g}s)")
+    def check(h: History) -> Verdict:
+        name = check.__name__
+        ops = _scope(h, phase)
+        if not ops:
+            return Verdict(name, Status.UNKNOWN, "no requests in the history")
+        open_ = [o for o in ops if o.complete is None]
+        slow = [o for o in ops if o.latency is not None and o.latency > within_s]
+        if open_ or slow:
+            ev = [f"{_op_label(o)} never completed" for o in open_[:5]]
+            ev += [f"{_op_label(o)} took {o.latency:.2f}s ({o.outcome.value})" for o in slow[:5]]  # type: ignore[union-attr]
+            return Verdict(name, Status.FAIL, f"{len(open_)} open, {len(slow)} over the bound: " + "; ".join(ev))
+        worst = max(o.latency or 0 for o in ops)
+        return Verdict(name, Status.PASS, f"{len(ops)} requests, slowest {worst:.2f}s")
+
+    return check
+
+
+def failed_requests_are_clean(*, within_s: float | None = None, phase: str | None = None) -> Check:
+    """Every request that did not succeed failed cleanly (error status or SSE error/abort),
+    and, with ``within_s``, no later than that after the first fault (or its own invoke)."""
+
+    @_named("failed_requests_are_clean" + (f"(within={within_s:g}s)" if within_s else ""))
+    def check(h: History) -> Verdict:
+        name = check.__name__
+        ops = [o for o in _scope(h, phase) if o.complete is not None and o.outcome is not Outcome.OK]
+        unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
+        if unclean:
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value}: {o.complete.error[:120]}" for o in unclean[:5])  # type: ignore[union-attr]
+            return Verdict(name, Status.FAIL, f"{len(unclean)} of {len(ops)} failures were not clean: {ev}")
+        if within_s is not None:
+            fault_t = h.first_fault_t() or 0.0
+            late = [o for o in ops if o.complete.t - max(o.invoke.t, fault_t) > within_s]  # type: ignore[union-attr]
+            if late:
+                ev = "; ".join(f"{_op_label(o)} failed at t={o.complete.t:.2f}s" for o in late[:5])  # type: ignore[union-attr]
+                return Verdict(name, Status.FAIL, f"{len(late)} clean failures came later than {within_s:g}s after the fault: {ev}")
+        return Verdict(name, Status.PASS, f"{len(ops)} failed requests, all clean" if ops else "no request failed")
+
+
+    return check
+
+
+def _increments(series: list[tuple[float, float]]) -> list[float]:
+    return [t for (_, a), (t, b) in zip(series, series[1:]) if b > a]
+
+
+def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, slack_s: float) -> Check:
+    """The failure counter a watchdog bumps rose within [T, T + slack] after the first fault
+    (T = ``timeout_s``): it fired, and neither early nor late."""
+
+    @_named(f"watchdog_fired({name}: {source}:{counter} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after the fault)")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ref = h.first_fault_t()
+        series = h.series(source, counter)
+        if ref is None or not series:
+            return Verdict(vname, Status.UNKNOWN, "no fault or no samples of the counter")
+        lo, hi = ref + timeout_s - SAMPLE_TOLERANCE_S, ref + timeout_s + slack_s
+        ups = [t for t in _increments(series) if t >= ref]
+        hits = [t for t in ups if lo <= t <= hi]
+        if hits:
+            return Verdict(vname, Status.PASS, f"{counter} rose {hits[0] - ref:.2f}s after the fault")
+        seen = ", ".join(f"{t - ref:+.2f}s" for t in ups[:6]) or "never"
+        if series[-1][0] < hi:
+            return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after the fault, before the window closes; rises seen: {seen}")
+        return Verdict(vname, Status.FAIL, f"{counter} on {source} did not rise inside the window; rises after the fault: {seen}")
+
+    return check
+
+
+def no_leak(*, gauges: list[tuple[str, str]], within_s: float, since: str = "heal") -> Check:
+    """Each gauge returns to its pre-fault value within ``within_s`` of the last heal
+    (``since="heal"``) or of the moment the system went quiet: healed and no request open
+    (``since="quiet"``), for scenarios whose load goes on after the heal."""
+
+    @_named(f"no_leak(within={within_s:g}s of {since})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        inject, heal = h.first_fault_t(), h.last_heal_t()
+        if inject is None or heal is None:
+            return Verdict(vname, Status.UNKNOWN, "no healed fault in the history")
+        if since == "quiet":
+            ends = [o.complete.t for o in h.ops() if o.complete is not None]
+            heal = max([heal, *ends])
+        problems, unknown, notes = [], [], []
+        for source, metric in gauges:
+            series = h.series(source, metric)
+            before = [v for t, v in series if t < inject]
+            baseline = before[-1] if before else 0.0
+            window = [(t, v) for t, v in series if heal <= t <= heal + within_s]
+            if not window:
+                unknown.append(f"{source}:{metric} has no samples in the window")
+                continue
+            back = next((t for t, v in window if v <= baseline), None)
+            if back is None:
+                problems.append(f"{source}:{metric} stayed above its baseline {baseline:g} (max {max(v for _, v in window):g}, last {window[-1][1]:g} at +{window[-1][0] - heal:.2f}s)")
+            else:
+                notes.append(f"{source}:{metric} back to {baseline:g} at +{back - heal:.2f}s")
+        if problems:
+            return Verdict(vname, Status.FAIL, "; ".join(problems))
+        if unknown:
+            return Verdict(vname, Status.UNKNOWN, "; ".join(unknown))
+        return Verdict(vname, Status.PASS, "; ".join(notes))
+
+    return check
+
+
+def recovers(*, within_s: float) -> Check:
+    """A request invoked after the last heal succeeds, completing within ``within_s`` of it."""
+
+    @_named(f"recovers(within={within_s:g}s)")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        heal = h.last_heal_t()
+        if heal is None:
+            return Verdict(vname, Status.UNKNOWN, "no heal in the history")
+        after = [o for o in h.ops() if o.invoke.t >= heal and o.complete is not None]
+        ok = [o for o in after if o.outcome is Outcome.OK]
+        if not after:
+            return Verdict(vname, Status.UNKNOWN, "no request was sent after the heal")
+        if ok and ok[0].complete.t - heal <= within_s:  # type: ignore[union-attr]
+            return Verdict(vname, Status.PASS, f"first success {ok[0].complete.t - heal:.2f}s after the heal")  # type: ignore[union-attr]
+        outcomes = ", ".join(f"{o.outcome.value}@+{o.complete.t - heal:.1f}s" for o in after[:6])  # type: ignore[union-attr]
+        return Verdict(vname, Status.FAIL, f"no success within {within_s:g}s of the heal; after it: {outcomes}")
+
+    return check
+
+
+def replies_match_baseline(*, baseline_phase: str = "baseline") -> Check:
+    """Every successful reply equals the fault-free baseline's reply to the same context."""
+
+    @_named("replies_match_baseline")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = [o for o in h.ops() if o.outcome is Outcome.OK and o.invoke.context]
+        base = {o.invoke.context: o.complete.reply for o in ops if o.invoke.phase == baseline_phase}  # type: ignore[union-attr]
+        pairs = [(o, base[o.invoke.context]) for o in ops if o.invoke.phase != baseline_phase and o.invoke.context in base]
+        if not pairs:
+            return Verdict(vname, Status.UNKNOWN, "no reply shares a context with the baseline")
+        wrong = [(o, b) for o, b in pairs if o.complete.reply != b]  # type: ignore[union-attr]
+        if wrong:
+            ev = "; ".join(f"{_op_label(o)} got {o.complete.reply[:40]!r}, baseline {b[:40]!r}" for o, b in wrong[:3])  # type: ignore[union-attr]
+            return Verdict(vname, Status.FAIL, f"{len(wrong)} of {len(pairs)} replies differ from the baseline: {ev}")
+        return Verdict(vname, Status.PASS, f"{len(pairs)} replies equal the baseline")
+
+    return check
+
+
+def context_grows() -> Check:
+    """Per agent, each successful round's prompt is longer than the previous one's: no turn
+    was silently dropped."""
+
+    @_named("context_grows")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        by_agent: dict[tuple[str, str], list[Op]] = {}
+        for o in h.ops():
+            if o.invoke.agent and o.outcome is Outcome.OK:
+                by_agent.setdefault((o.invoke.phase, o.invoke.agent), []).append(o)
+        if not by_agent:
+            return Verdict(vname, Status.UNKNOWN, "no conversation in the history")
+        bad = []
+        for (phase, agent), ops in by_agent.items():
+            ops.sort(key=lambda o: o.invoke.round)
+            tokens = [o.complete.prompt_tokens for o in ops]  # type: ignore[union-attr]
+            if any(t is None for t in tokens):
+                return Verdict(vname, Status.UNKNOWN, f"{agent} replies carry no prompt_tokens")
+            for prev, cur, op in zip(tokens, tokens[1:], ops[1:]):
+                if cur <= prev:  # type: ignore[operator]
+                    bad.append(f"{agent} ({phase}) round {op.invoke.round}: prompt_tokens {cur} after {prev}")
+        if bad:
+            return Verdict(vname, Status.FAIL, "; ".join(bad[:5]))
+        return Verdict(vname, Status.PASS, f"{len(by_agent)} conversations, prompts strictly growing")
+
+    return check

@@ -1,0 +1,70 @@
+"""Decode dies or restarts alone while prefill keeps running.
+
+Bug class: requests pinned in the prefill inflight queue after a decode-only restart (the
+incident behind pd-chaos): prefill keeps rooms whose decode is gone, and only its
+inflight-queue watchdog frees them. Fault model: SIGKILL of the decode engine, triggered by
+its transfer queue (a transfer in flight) or while idle, then a restart of decode alone.
+Verdicts: every request ends within the client deadline, failures are clean, the watchdog
+fires within its bound, engine and router gauges return to baseline, service recovers, and
+replies equal the fault-free baseline's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.triggers import gauge
+from chaos.workloads import Deadlines
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+
+pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
+
+# Long prompts: a batch of four takes prefill longer to forward than decode takes to restart.
+CONVERSATION = dict(agents=4, rounds=3, words_per_round=400, max_tokens=8)
+RETRIES = dict(retries=8, retry_wait_s=0.5)  # the harness retries clean errors for ~4 s
+
+
+def test_decode_killed_mid_transfer_then_restarted_alone(stack, history, sampler, workload, faults, bounds):
+    deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.inflight_s + bounds.forward_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+    workload.conversations(**CONVERSATION, deadlines=deadlines, phase="baseline").run()
+
+    convo = workload.conversations(**CONVERSATION, **RETRIES, deadlines=deadlines, phase="fault").start()
+    with faults.kill("decode", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
+        pass  # leaving the block restarts decode alone; prefill keeps running
+    convo.join()
+    workload.probe_until_ok(within_s=bounds.recovery_s)
+    held = bounds.inflight_s + bounds.forward_s + bounds.slack_s
+    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=held + 1)
+
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=deadlines.total_s + 1),
+        v.failed_requests_are_clean(within_s=held),
+        v.watchdog_fired("prefill inflight", source="prefill", counter="num_transfer_failed_reqs_total", timeout_s=bounds.inflight_s, slack_s=bounds.forward_s + bounds.slack_s),
+        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=held, since="quiet"),
+        v.recovers(within_s=bounds.recovery_s),
+        v.replies_match_baseline(),
+        v.context_grows(),
+    )
+
+
+def test_decode_killed_while_idle_then_restarted_under_load(stack, history, sampler, workload, faults, bounds):
+    deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+    workload.conversations(agents=3, rounds=2, deadlines=deadlines, phase="baseline").run()
+
+    with faults.kill("decode"):  # no traffic: an idle kill
+        convo = workload.conversations(agents=3, rounds=2, deadlines=deadlines, phase="fault", **RETRIES).start()
+        faults.wait(gauge("router", "smg_router_request_errors_total") > 0, deadline_s=bounds.recovery_s)
+    convo.join()  # decode is back: retried rounds must now succeed
+    workload.probe_until_ok(within_s=bounds.recovery_s)
+    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + bounds.forward_s + 1)
+
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=deadlines.total_s + 1),
+        v.failed_requests_are_clean(within_s=bounds.slack_s + bounds.forward_s),
+        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + bounds.forward_s, since="quiet"),
+        v.recovers(within_s=bounds.recovery_s),
+        v.replies_match_baseline(),
+    )
