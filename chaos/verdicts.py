@@ -167,7 +167,8 @@ def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, sl
 
 
 def no_leak(*, gauges: list[tuple[str, str]], within_s: float, since: str = "heal") -> Check:
-    """Each gauge returns to its pre-fault value within ``within_s`` of the last heal
+    """Each gauge returns to its pre-fault baseline (its lowest value before the first
+    fault) within ``within_s`` of the last heal
     (``since="heal"``) or of the moment the system went quiet: healed and no request open
     (``since="quiet"``), for scenarios whose load goes on after the heal."""
 
@@ -184,7 +185,7 @@ def no_leak(*, gauges: list[tuple[str, str]], within_s: float, since: str = "hea
         for source, metric in gauges:
             series = h.series(source, metric)
             before = [v for t, v in series if t < inject]
-            baseline = before[-1] if before else 0.0
+            baseline = min(before) if before else 0.0  # the quietest moment before the fault
             window = [(t, v) for t, v in series if heal <= t <= heal + within_s]
             if not window:
                 unknown.append(f"{source}:{metric} has no samples in the window")

@@ -1,0 +1,110 @@
+"""Faults verify that they took effect, and are healed after success, errors and Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import httpx
+import pytest
+
+from chaos.errors import FaultNotApplied, TriggerTimeout
+from chaos.faults import Kill, ToxicFault
+from chaos.toxiproxy import Toxic
+from chaos.triggers import gauge, log_line
+
+
+def phases(history) -> list[str]:
+    return [f.phase for f in history.faults()]
+
+
+class NoOpKill(Kill):
+    """A kill whose signal never gets sent: the silent no-op Dynamo lost two runs to."""
+
+    def inject(self) -> None:
+        pass
+
+
+def test_verification_catches_a_kill_that_did_nothing(stack, faults, history):
+    with pytest.raises(FaultNotApplied, match="decode is still running"):
+        with faults.apply(NoOpKill(stack, "decode")):
+            pass
+    assert stack.is_running("decode")
+    assert phases(history) == ["inject", "healed", "heal_verified"]
+
+
+def test_verification_catches_a_toxic_on_the_wrong_link(stack, faults):
+    """A control run with deliberately wrong targeting must fail loudly: latency goes on the
+    kv link, but the probe goes through client_router, which is unaffected."""
+    probe = f"http://{stack.info.proxies['client_router']['listen']}/health"
+    wrong = ToxicFault(faults.toxiproxy, "kv", Toxic("lat", "latency", attributes={"latency": 800}), probe_url=probe)
+    with pytest.raises(FaultNotApplied, match="expected >= 0.800s"):
+        with faults.apply(wrong):
+            pass
+    assert faults.toxiproxy.toxics("kv") == []
+
+
+def test_kill_is_verified_and_healed_by_a_restart(stack, faults, history):
+    old = stack.pid("decode")
+    with faults.kill("decode"):
+        assert not stack.is_running("decode")
+    assert stack.is_running("decode") and stack.pid("decode") != old
+    assert phases(history) == ["inject", "verified", "healed", "heal_verified"]
+
+
+def test_freeze_is_healed_after_an_exception(stack, faults, history):
+    with pytest.raises(RuntimeError, match="scenario blew up"):
+        with faults.freeze("decode"):
+            assert stack.is_frozen("decode")
+            raise RuntimeError("scenario blew up")
+    assert not stack.is_frozen("decode")
+    assert phases(history)[-2:] == ["healed", "heal_verified"]
+
+
+def test_toxic_is_healed_after_sigint(stack, faults):
+    with pytest.raises(KeyboardInterrupt):
+        with faults.blackhole("client_router"):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert faults.toxiproxy.toxics("client_router") == []
+    assert httpx.get(stack.info.endpoints["client"] + "/health", timeout=2).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "make, evidence",
+    [
+        (lambda f: f.latency("client_router", 600), "probe: ok after 0.6"),
+        (lambda f: f.blackhole("client_router"), "probe: timeout"),
+        (lambda f: f.down("client_router"), "refused"),
+        (lambda f: f.reset_peer("client_router"), "probe: reset"),
+        (lambda f: f.bandwidth("kv", 100, stream="upstream"), "raw TCP link: no probe"),
+    ],
+)
+def test_network_faults_verify_their_effect_and_heal(stack, faults, history, make, evidence):
+    with make(faults):
+        pass
+    verified = next(f for f in history.faults() if f.phase == "verified")
+    assert evidence in verified.evidence, verified.evidence
+    assert all(p.toxics == () and p.enabled for p in faults.toxiproxy.proxies().values())
+
+
+def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
+    import threading
+
+    body = {"model": "pdsim/deterministic-1", "messages": [{"role": "user", "content": "word " * 1500}], "max_tokens": 2}
+    th = threading.Thread(target=workload.request, args=("/v1/chat/completions", body))
+    th.start()
+    faults.wait(gauge("prefill", "num_running_reqs") > 0, deadline_s=10)
+    th.join(timeout=20)
+    fired = [r for r in history.records if getattr(r, "kind", "") == "trigger"]
+    assert fired and fired[0].trigger == "prefill:num_running_reqs > 0"
+
+
+def test_trigger_that_never_holds_names_its_signal(stack, faults):
+    with pytest.raises(TriggerTimeout, match=r"decode:num_decode_transfer_queue_reqs > 1000.*last value: 0.0"):
+        faults.wait(gauge("decode", "num_decode_transfer_queue_reqs") > 1000, deadline_s=0.5)
+
+
+def test_log_line_trigger(stack, faults, workload):
+    cond = log_line(stack.log_path("decode"), r"state=running", service="decode")
+    workload.request("/generate", {"text": "log trigger", "sampling_params": {"max_new_tokens": 2}})
+    assert "state=running" in faults.wait(cond, deadline_s=5)

@@ -1,0 +1,157 @@
+"""Each verdict passes on a good history and fails (or is unknown) on a crafted bad one.
+
+Histories are written by hand: verdicts are pure functions of the history.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.history import Complete, FaultEvent, History, Invoke, Outcome, Sample
+
+
+def op(h: History, name: str, t0: float, t1: float | None, outcome: Outcome = Outcome.OK, *, reply: str = "r", context: str = "", phase: str = "", agent: str = "", rnd: int = -1, prompt: int | None = None, error: str = "") -> None:
+    h.append(Invoke(t0, 0.0, name, "/v1/chat/completions", True, agent, rnd, context, phase))
+    if t1 is not None:
+        h.append(Complete(t1, 0.0, name, outcome, 200 if outcome is Outcome.OK else 500, error, reply, prompt, 2))
+
+
+def fault(h: History, inject: float, heal: float) -> None:
+    h.append(FaultEvent(inject, 0.0, "kill#1", "inject", "SIGKILL decode"))
+    h.append(FaultEvent(heal, 0.0, "kill#1", "healed", "SIGKILL decode"))
+
+
+def series(h: History, source: str, metric: str, points: list[tuple[float, float]]) -> None:
+    for t, value in points:
+        h.append(Sample(t, source, {metric: value}))
+
+
+def status(check, h: History) -> v.Status:
+    return check(h).status
+
+
+def test_every_request_terminal():
+    good, slow, hung = History(), History(), History()
+    op(good, "a", 0, 1.0)
+    op(slow, "a", 0, 9.0)
+    op(hung, "a", 0, None)
+    check = v.every_request_terminal(within_s=5)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, slow) is v.Status.FAIL and "took 9.00s" in check(slow).message
+    assert status(check, hung) is v.Status.FAIL and "never completed" in check(hung).message
+    assert status(check, History()) is v.Status.UNKNOWN
+
+
+@pytest.mark.parametrize("bad", [Outcome.TRUNCATED, Outcome.STALLED, Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR])
+def test_failed_requests_are_clean(bad):
+    good, unclean, late = History(), History(), History()
+    for h in (good, unclean, late):
+        fault(h, 1.0, 2.0)
+    op(good, "a", 0, 1.5, Outcome.CLEAN_ERROR)
+    op(unclean, "a", 0, 1.5, bad)
+    op(late, "a", 0, 9.0, Outcome.CLEAN_ERROR)
+    check = v.failed_requests_are_clean(within_s=3)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, unclean) is v.Status.FAIL and bad.value in check(unclean).message
+    assert status(check, late) is v.Status.FAIL
+
+
+def test_watchdog_fired():
+    check = v.watchdog_fired("inflight", source="prefill", counter="fails", timeout_s=4, slack_s=1)
+    on_time, never, early = History(), History(), History()
+    for h, rise in ((on_time, 5.3), (never, None), (early, 2.0)):
+        fault(h, 1.0, 1.5)
+        pts = [(t / 10, 0.0) for t in range(0, 90)]
+        if rise is not None:
+            pts = [(t, 1.0 if t >= rise else 0.0) for t, _ in pts]
+        series(h, "prefill", "fails", pts)
+    assert status(check, on_time) is v.Status.PASS
+    assert status(check, never) is v.Status.FAIL and "never" in check(never).message
+    assert status(check, early) is v.Status.FAIL and "+1.00s" in check(early).message
+    short = History()
+    fault(short, 1.0, 1.5)
+    series(short, "prefill", "fails", [(0.5, 0.0), (2.0, 0.0)])
+    assert status(check, short) is v.Status.UNKNOWN  # samples stop before the window closes
+
+
+def test_no_leak():
+    check = v.no_leak(gauges=[("prefill", "inflight")], within_s=3)
+    back, stuck, blind = History(), History(), History()
+    for h in (back, stuck, blind):
+        fault(h, 1.0, 2.0)
+    series(back, "prefill", "inflight", [(0.5, 0), (1.5, 2), (2.5, 1), (4.0, 0)])
+    series(stuck, "prefill", "inflight", [(0.5, 0), (1.5, 2), (2.5, 2), (4.9, 2)])
+    series(blind, "prefill", "inflight", [(0.5, 0), (1.5, 2)])
+    assert status(check, back) is v.Status.PASS
+    assert status(check, stuck) is v.Status.FAIL and "stayed above its baseline 0" in check(stuck).message
+    assert status(check, blind) is v.Status.UNKNOWN
+    quiet = v.no_leak(gauges=[("prefill", "inflight")], within_s=1, since="quiet")
+    busy = History()
+    fault(busy, 1.0, 2.0)
+    op(busy, "late", 2.0, 6.0)
+    series(busy, "prefill", "inflight", [(0.5, 0), (3.0, 1), (5.9, 1), (6.5, 0)])
+    assert status(quiet, busy) is v.Status.PASS  # load after the heal is not a leak
+
+
+def test_recovers():
+    check = v.recovers(within_s=5)
+    good, never, nothing = History(), History(), History()
+    for h in (good, never, nothing):
+        fault(h, 1.0, 2.0)
+    op(good, "p", 3.0, 3.5)
+    op(never, "p", 3.0, 3.5, Outcome.CLEAN_ERROR)
+    op(never, "q", 8.0, 9.0)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, never) is v.Status.FAIL
+    assert status(check, nothing) is v.Status.UNKNOWN
+
+
+def test_replies_match_baseline():
+    check = v.replies_match_baseline()
+    good, wrong, none = History(), History(), History()
+    for h in (good, wrong):
+        op(h, "b", 0, 1, reply="amber basil", context="c1", phase="baseline")
+    op(good, "f", 2, 3, reply="amber basil", context="c1", phase="fault")
+    op(wrong, "f", 2, 3, reply="cedar delta", context="c1", phase="fault")
+    op(none, "f", 2, 3, reply="x", context="c9", phase="fault")
+    assert status(check, good) is v.Status.PASS
+    assert status(check, wrong) is v.Status.FAIL and "cedar delta" in check(wrong).message
+    assert status(check, none) is v.Status.UNKNOWN
+
+
+def test_context_grows():
+    check = v.context_grows()
+    good, shrunk = History(), History()
+    for h, tokens in ((good, (100, 200, 300)), (shrunk, (100, 200, 150))):
+        for rnd, n in enumerate(tokens):
+            op(h, f"o{rnd}", rnd, rnd + 0.5, agent="agent0", rnd=rnd, prompt=n)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, shrunk) is v.Status.FAIL and "prompt_tokens 150 after 200" in check(shrunk).message
+
+
+def test_expect_raises_on_fail_and_unknown_and_names_the_verdict():
+    h = History()
+    op(h, "a", 0, None)
+    with pytest.raises(v.VerdictFailed, match=r"\[FAIL\] every_request_terminal"):
+        v.expect(h, v.every_request_terminal(within_s=1))
+    with pytest.raises(v.VerdictFailed, match=r"\[UNKNOWN\] recovers"):
+        v.expect(h, v.recovers(within_s=1))
+
+
+def test_a_verdict_that_raises_is_unknown():
+    def broken(_: History) -> v.Verdict:
+        raise KeyError("boom")
+
+    [verdict] = v.evaluate(History(), [broken])
+    assert verdict.status is v.Status.UNKNOWN and "KeyError" in verdict.message
+
+
+def test_history_round_trips_through_jsonl(tmp_path):
+    h = History(path=tmp_path / "h.jsonl")
+    fault(h, 1.0, 2.0)
+    op(h, "a", 0, 1, Outcome.CLEAN_ERROR, error="boom")
+    series(h, "decode", "running", [(0.1, 3.0)])
+    h.close()
+    loaded = History.load(tmp_path / "h.jsonl")
+    assert loaded.records == h.records

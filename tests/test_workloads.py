@@ -1,0 +1,88 @@
+"""Workload outcomes through the real stack: each request ends as exactly one Outcome."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from chaos.history import Chunk, Outcome
+from chaos.toxiproxy import Toxic
+from chaos.workloads import Deadlines, Workload
+
+MODEL = "pdsim/deterministic-1"
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "ignore_eos": True}
+LONG = {**CHAT, "max_tokens": 300, "stream": True}  # about 3 s of tokens
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("path, body", [("/v1/chat/completions", CHAT), ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4}})])
+def test_ok(workload, path, body, stream):
+    usage = {"stream_options": {"include_usage": True}} if stream and "messages" in body else {}
+    reply = workload.request(path, {**body, "stream": stream, **usage})
+    assert reply.outcome is Outcome.OK and reply.text and reply.completion_tokens == 4
+
+
+def test_error_status_is_a_clean_error(workload):
+    reply = workload.request("/v1/chat/completions", {"messages": [{"role": "user", "content": "no model"}]})
+    assert reply.outcome is Outcome.CLEAN_ERROR and reply.status == 400
+
+
+def test_sse_abort_event_is_a_clean_error(stack, history, seed):
+    engine = Workload(stack.info.endpoints["prefill"], history, seed, MODEL)  # prefill alone: bootstrap times out
+    host, _, port = stack.info.proxies["bootstrap"]["listen"].rpartition(":")
+    body = {"text": "alone", "stream": True, "bootstrap_host": host, "bootstrap_port": int(port), "bootstrap_room": 5}
+    reply = engine.request("/generate", body)
+    assert reply.outcome is Outcome.CLEAN_ERROR and "KVPoll.Bootstrapping" in reply.error
+
+
+def test_blackholed_router_link_is_a_client_timeout(workload, faults):
+    with faults.blackhole("client_router"):
+        t0 = time.monotonic()
+        reply = workload.request("/v1/chat/completions", CHAT, deadlines=Deadlines(read_s=1.0, total_s=5.0))
+    assert reply.outcome is Outcome.CLIENT_TIMEOUT and time.monotonic() - t0 < 2.0
+
+
+def test_refused_connection_is_a_connection_error(workload, faults):
+    with faults.down("client_router"):
+        reply = workload.request("/v1/chat/completions", CHAT)
+    assert reply.outcome is Outcome.CONNECTION_ERROR
+
+
+def test_total_deadline_cuts_a_long_stream(workload):
+    t0 = time.monotonic()
+    reply = workload.request("/v1/chat/completions", LONG, deadlines=Deadlines(total_s=1.0))
+    assert reply.outcome is Outcome.CLIENT_TIMEOUT and time.monotonic() - t0 < 1.5
+
+
+def test_limit_data_mid_stream_is_truncated(workload, faults):
+    with faults.limit_data("client_router", 3000):
+        reply = workload.request("/v1/chat/completions", LONG)
+    assert reply.outcome is Outcome.TRUNCATED
+
+
+def test_silence_inside_an_open_stream_is_stalled(stack, workload, faults, history):
+    out = {}
+    th = threading.Thread(target=lambda: out.update(r=workload.request("/v1/chat/completions", LONG, deadlines=Deadlines(stall_s=1.0))))
+    th.start()
+    from chaos.wait import wait_until
+
+    wait_until(lambda: any(isinstance(r, Chunk) for r in history.records), timeout_s=5, what="first chunk")
+    faults.toxiproxy.add_toxic("client_router", Toxic("hole", "timeout", attributes={"timeout": 0}))
+    try:
+        th.join(timeout=10)
+    finally:
+        faults.toxiproxy.remove_toxic_or_cycle("client_router", "hole")
+    assert out["r"].outcome is Outcome.STALLED
+
+
+def test_conversations_grow_their_context_and_are_reproducible(workload, history):
+    first = workload.conversations(agents=2, rounds=3, max_tokens=4, phase="a").run()
+    second = workload.conversations(agents=2, rounds=3, max_tokens=4, phase="b").run()
+    for agent, replies in first.items():
+        assert [r.outcome for r in replies] == [Outcome.OK] * 3
+        tokens = [r.prompt_tokens for r in replies]
+        assert tokens == sorted(tokens) and len(set(tokens)) == 3
+        assert [r.text for r in replies] == [r.text for r in second[agent]]  # same seed, same talk
+    assert first["agent0"][0].text != first["agent1"][0].text
