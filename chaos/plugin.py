@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from chaos.bounds import Bounds
+from chaos.errors import TargetError
 from chaos.faults import Faults
 from chaos.history import History
 from chaos.ports import PortAllocator
@@ -189,6 +190,12 @@ def faults(stack: EmbeddedStack, history: History, sampler: Sampler) -> Iterator
 
 @pytest.fixture
 def workload(stack: EmbeddedStack, history: History, seed: int) -> Workload:
+    """The test's client. The target must first serve a request (steady state), so that one
+    test's aftermath (say, an open circuit breaker) never leaks into the next test's verdicts."""
+    scratch = Workload(stack.info.endpoints["client"], History(), seed, model=MODEL)
+    reply = scratch.probe_until_ok(within_s=Bounds.of(stack.info).recovery_s)
+    if not reply.ok:
+        raise TargetError(f"target not in steady state before the test: last probe {reply.outcome.value} {reply.error[:200]}")
     return Workload(stack.info.endpoints["client"], history, seed, model=MODEL)
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "every_request_terminal",
     "expect",
     "failed_requests_are_clean",
+    "gauge_stays_at_most",
     "no_leak",
     "recovers",
     "replies_match_baseline",
@@ -270,5 +271,24 @@ def context_grows() -> Check:
         if bad:
             return Verdict(vname, Status.FAIL, "; ".join(bad[:5]))
         return Verdict(vname, Status.PASS, f"{len(by_agent)} conversations, prompts strictly growing")
+
+    return check
+
+
+def gauge_stays_at_most(source: str, metric: str, limit: float, *, why: str = "") -> Check:
+    """A gauge never exceeds ``limit`` anywhere in the history (e.g. a healthy worker's
+    circuit breaker stays closed)."""
+
+    @_named(f"gauge_stays_at_most({source}:{metric} <= {limit:g}{': ' + why if why else ''})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        series = h.series(source, metric)
+        if not series:
+            return Verdict(vname, Status.UNKNOWN, f"no samples of {source}:{metric}")
+        over = [(t, val) for t, val in series if val > limit]
+        if over:
+            fault_t = h.first_fault_t() or 0.0
+            return Verdict(vname, Status.FAIL, f"{metric} reached {max(val for _, val in over):g} from {over[0][0] - fault_t:+.2f}s after the fault, for {over[-1][0] - over[0][0]:.2f}s")
+        return Verdict(vname, Status.PASS, f"{len(series)} samples, max {max(val for _, val in series):g}")
 
     return check

@@ -155,3 +155,13 @@ def test_history_round_trips_through_jsonl(tmp_path):
     h.close()
     loaded = History.load(tmp_path / "h.jsonl")
     assert loaded.records == h.records
+
+
+def test_gauge_stays_at_most():
+    check = v.gauge_stays_at_most("router", "cb_state", 0)
+    closed, opened = History(), History()
+    series(closed, "router", "cb_state", [(0.1, 0), (0.2, 0)])
+    series(opened, "router", "cb_state", [(0.1, 0), (0.2, 1), (0.3, 1)])
+    assert status(check, closed) is v.Status.PASS
+    assert status(check, opened) is v.Status.FAIL and "reached 1" in check(opened).message
+    assert status(check, History()) is v.Status.UNKNOWN
