@@ -28,12 +28,15 @@ class Timeouts:
     """The engines' PD timeouts (SGLang's environment variables), in seconds.
 
     Defaults are short so that tests run in seconds; values set in the environment of
-    ``pdchaos up`` or ``pytest`` win, exactly as they would for SGLang.
+    ``pdchaos up`` or ``pytest`` win, exactly as they would for SGLang. The inflight
+    watchdog is the backstop, so it is set above decode's waiting timeout: in a KV stall
+    decode gives up first and aborts the prefill room; the watchdog frees what nobody else
+    will (a dead or frozen decode).
     """
 
     bootstrap_s: float = 3.0
-    waiting_s: float = 8.0
-    inflight_s: float = 4.0
+    waiting_s: float = 5.0
+    inflight_s: float = 8.0
     heartbeat_interval_s: float = 2.0
     heartbeat_max_failure: int = 2
 

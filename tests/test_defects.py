@@ -49,15 +49,21 @@ def test_no_bootstrap_timeout_leaves_prefill_waiting(start):
     assert leg.timed_out, f"bootstrap timeout fired although it is a no-op: {leg}"
 
 
-def test_no_inflight_watchdog_pins_a_stalled_transfer(start):
+def test_no_inflight_watchdog_pins_a_transfer_to_a_frozen_decode(start):
     s = start("no_inflight_watchdog")
     t = s.info.config["timeouts"]
-    with toxic(s, "kv", "timeout", stream="upstream", timeout=0):
-        th, out = background(lambda: send(s, "/generate", BODY, timeout_s=t["inflight_s"] + 3))
-        th.join(timeout=t["inflight_s"] + 2)
-        assert gauge(s, "prefill", "num_prefill_inflight_queue_reqs") == 1
+    body = {"input_ids": list(range(1, 1501)), "sampling_params": {"max_new_tokens": 4}}  # 1.5 s forward
+    th, out = background(lambda: send(s, "/generate", body, timeout_s=t["inflight_s"] + 6))
+    try:
+        wait_until(lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode sent metadata")
+        s.freeze("decode")
+        th.join(timeout=t["inflight_s"] + 3.5)
+        assert gauge(s, "prefill", "num_prefill_inflight_queue_reqs") == 1  # pinned past the watchdog
+    finally:
+        s.thaw("decode")
         th.join(timeout=10)
-    assert out["value"]["prefill"].timed_out
+    # freed only once the thawed decode's own waiting timeout aborted it, never by the watchdog
+    assert "Aborted by AbortReq." in out["value"]["prefill"].body["message"]
 
 
 def test_idle_watchdog_fires_only_when_traffic_arrives(start):
@@ -94,15 +100,21 @@ def test_client_abort_frees_decode_unless_leak_on_abort(start, defects):
     assert gauge(s, "decode", "num_used_tokens") > 0
 
 
-def test_no_abort_to_decode_holds_the_decode_slot_until_its_own_timeout(start):
-    s = start("no_abort_to_decode")
+@pytest.mark.parametrize("defects", ["", "no_abort_to_decode"])
+def test_prefill_failure_is_told_to_decode_unless_no_abort_to_decode(start, defects):
+    """The kv link is down: prefill's transfer fails at once; decode hears of it at once,
+    or, with the defect, holds its slot until its own waiting timeout."""
+    s = start(defects)
     t = s.info.config["timeouts"]
-    with toxic(s, "kv", "timeout", stream="upstream", timeout=0):
+    with proxy_down(s, "kv"):
         legs = send(s, "/generate", BODY, timeout_s=t["waiting_s"] + 4)
-    assert legs["prefill"].status == 500 and legs["prefill"].elapsed_s < t["waiting_s"]
+    assert legs["prefill"].status == 500 and legs["prefill"].elapsed_s < 1.0
     d = legs["decode"]
-    assert d.status == 500 and d.elapsed_s >= t["waiting_s"]
-    assert "in KVPoll.WaitingForInput" in d.body["message"]
+    assert d.status == 500
+    if not defects:
+        assert d.elapsed_s < 1.0 and "Failed to get kvcache from prefill instance" in d.body["message"]
+    else:
+        assert d.elapsed_s >= t["waiting_s"] and "in KVPoll.WaitingForInput" in d.body["message"]
 
 
 @pytest.mark.parametrize("defects", ["", "stale_bootstrap_cache"])
