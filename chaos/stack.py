@@ -35,8 +35,8 @@ class Timeouts:
     """
 
     bootstrap_s: float = 3.0
-    waiting_s: float = 5.0
-    inflight_s: float = 8.0
+    waiting_s: float = 6.0
+    inflight_s: float = 10.0
     heartbeat_interval_s: float = 2.0
     heartbeat_max_failure: int = 2
 

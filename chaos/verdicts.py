@@ -20,14 +20,17 @@ __all__ = [
     "Verdict",
     "VerdictFailed",
     "context_grows",
+    "counter_never_rises",
     "evaluate",
     "every_request_terminal",
     "expect",
     "failed_requests_are_clean",
     "gauge_stays_at_most",
     "no_leak",
+    "outcomes_in",
     "recovers",
     "replies_match_baseline",
+    "stuck_before_router",
     "watchdog_fired",
 ]
 
@@ -290,5 +293,68 @@ def gauge_stays_at_most(source: str, metric: str, limit: float, *, why: str = ""
             fault_t = h.first_fault_t() or 0.0
             return Verdict(vname, Status.FAIL, f"{metric} reached {max(val for _, val in over):g} from {over[0][0] - fault_t:+.2f}s after the fault, for {over[-1][0] - over[0][0]:.2f}s")
         return Verdict(vname, Status.PASS, f"{len(series)} samples, max {max(val for _, val in series):g}")
+
+    return check
+
+
+def counter_never_rises(source: str, counter: str, *, why: str = "") -> Check:
+    """A failure counter stays flat for the whole test: slow was not taken for stuck."""
+
+    @_named(f"counter_never_rises({source}:{counter}{': ' + why if why else ''})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        series = h.series(source, counter)
+        if len(series) < 2:
+            return Verdict(vname, Status.UNKNOWN, f"too few samples of {source}:{counter}")
+        ups = _increments(series)
+        if ups:
+            ref = h.first_fault_t() or 0.0
+            return Verdict(vname, Status.FAIL, f"{counter} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault")
+        return Verdict(vname, Status.PASS, f"{counter} stayed at {series[-1][1]:g}")
+
+    return check
+
+
+def outcomes_in(allowed: set[Outcome], *, phase: str | None = None) -> Check:
+    """Every request that did not succeed ended in one of ``allowed`` (e.g. a proxy fault
+    may cut streams: truncated is then expected, a hang never is)."""
+    names = ", ".join(sorted(o.value for o in allowed))
+
+    @_named(f"outcomes_in(ok, {names})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = [o for o in _scope(h, phase) if o.complete is not None and o.outcome is not Outcome.OK]
+        bad = [o for o in ops if o.outcome not in allowed]
+        if bad:
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value}" for o in bad[:5])  # type: ignore[union-attr]
+            return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} failures outside the allowed outcomes: {ev}")
+        counts: dict[str, int] = {}
+        for o in ops:
+            counts[o.outcome.value] = counts.get(o.outcome.value, 0) + 1  # type: ignore[union-attr]
+        return Verdict(vname, Status.PASS, f"failures: {counts or 'none'}")
+
+    return check
+
+
+def stuck_before_router(*, router_counter: str = "smg_http_requests_total") -> Check:
+    """Attribution: requests sent while the fault was active never reached the router (its
+    request counter did not move), so they were stuck in the client or a proxy before it."""
+
+    @_named("stuck_before_router")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        inject, heal = h.first_fault_t(), h.last_heal_t()
+        if inject is None or heal is None:
+            return Verdict(vname, Status.UNKNOWN, "no healed fault in the history")
+        during = [o for o in h.ops() if inject <= o.invoke.t <= heal and o.outcome is not Outcome.OK]
+        series = [(t, v) for t, v in h.series("router", router_counter)]
+        before = [v for t, v in series if t <= inject]
+        inside = [v for t, v in series if inject < t <= heal]
+        if not during or not before or not inside:
+            return Verdict(vname, Status.UNKNOWN, "no failed request or no router samples inside the fault window")
+        grew = max(inside) - before[-1]
+        if grew > 0:
+            return Verdict(vname, Status.FAIL, f"the router counted {grew:g} requests while {len(during)} client requests were stuck: not (only) the proxy hop")
+        return Verdict(vname, Status.PASS, f"{len(during)} stuck requests; the router saw none of them: stuck before the router")
 
     return check

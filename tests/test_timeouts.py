@@ -1,7 +1,7 @@
 """Each PD timeout fires at its configured value, with SGLang's status and message.
 
 The session stack runs with the short test timeouts of ``chaos.stack.Timeouts``
-(bootstrap 3 s, waiting 5 s, inflight 8 s, heartbeat 2 s x 2); a watchdog must fire
+(bootstrap 3 s, waiting 6 s, inflight 10 s, heartbeat 2 s x 2); a watchdog must fire
 within [timeout, timeout + SLACK_S] of the moment its clock started.
 """
 

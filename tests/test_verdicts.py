@@ -165,3 +165,32 @@ def test_gauge_stays_at_most():
     assert status(check, closed) is v.Status.PASS
     assert status(check, opened) is v.Status.FAIL and "reached 1" in check(opened).message
     assert status(check, History()) is v.Status.UNKNOWN
+
+
+def test_counter_never_rises():
+    check = v.counter_never_rises("decode", "fails")
+    flat, rose = History(), History()
+    series(flat, "decode", "fails", [(0.1, 2), (0.2, 2)])
+    series(rose, "decode", "fails", [(0.1, 2), (0.2, 3)])
+    assert status(check, flat) is v.Status.PASS
+    assert status(check, rose) is v.Status.FAIL
+
+
+def test_outcomes_in():
+    check = v.outcomes_in({Outcome.TRUNCATED, Outcome.CLIENT_TIMEOUT})
+    good, bad = History(), History()
+    op(good, "a", 0, 1, Outcome.TRUNCATED)
+    op(bad, "a", 0, 1, Outcome.STALLED)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, bad) is v.Status.FAIL and "stalled" in check(bad).message
+
+
+def test_stuck_before_router():
+    check = v.stuck_before_router(router_counter="reqs")
+    before, after = History(), History()
+    for h, inside in ((before, 10), (after, 12)):
+        fault(h, 1.0, 3.0)
+        op(h, "a", 1.5, 2.5, Outcome.CLIENT_TIMEOUT)
+        series(h, "router", "reqs", [(0.5, 10), (2.0, inside), (2.9, inside)])
+    assert status(check, before) is v.Status.PASS
+    assert status(check, after) is v.Status.FAIL

@@ -1,0 +1,48 @@
+"""The PD handshake stalls: decode's metadata never reaches prefill, or reaches it slowly.
+
+Bug class: a transfer backend whose prefill bootstrap timeout was a no-op (NIXL before
+sglang PR #34692), leaving requests queued forever behind a stalled handshake. Fault model:
+a Toxiproxy ``timeout`` toxic (blackhole) or ``latency`` on the control link, the path of
+SGLang's per-request handshake (ZMQ in SGLang, TCP in pdsim). Verdicts: the bootstrap
+timeout fires within its bound, clients see clean errors, nothing stays queued, the healed
+link recovers; a slow handshake is not taken for a stuck one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.workloads import Deadlines
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+
+pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_control")]
+
+
+def test_handshake_blackholed(stack, history, sampler, workload, faults, bounds):
+    deadlines = Deadlines(read_s=bounds.waiting_s + 2 * bounds.slack_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+    with faults.blackhole("control", stream="upstream"):
+        workload.conversations(agents=3, rounds=1, deadlines=deadlines, phase="fault").run()
+    workload.probe_until_ok(within_s=bounds.recovery_s)
+    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=deadlines.total_s + 1),
+        v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
+        v.watchdog_fired("prefill bootstrap", source="prefill", counter="num_bootstrap_failed_reqs_total", timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s),
+        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1, since="quiet"),
+        v.recovers(within_s=bounds.recovery_s),
+    )
+
+
+def test_handshake_slowed_is_not_stuck(stack, history, sampler, workload, faults, bounds):
+    workload.conversations(agents=2, rounds=2, phase="baseline").run()
+    with faults.latency("control", 400, stream="upstream"):  # well under the bootstrap timeout
+        workload.conversations(agents=2, rounds=2, phase="fault").run()
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=bounds.bootstrap_s + bounds.slack_s),
+        v.outcomes_in(set()),
+        v.counter_never_rises("prefill", "num_bootstrap_failed_reqs_total", why="slow is not stuck"),
+        v.replies_match_baseline(),
+    )
