@@ -150,18 +150,21 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def request(self, path: str, body: dict[str, Any], *, agent: str = "", round: int = -1, phase: str = "") -> Reply:
+    def request(self, path: str, body: dict[str, Any], *, agent: str = "", round: int = -1, phase: str = "", hang_up_after: int | None = None) -> Reply:
+        """Send one request and record it. ``hang_up_after=N`` closes a stream after N data
+        events on purpose (a client abort); that ends as ``client_timeout``, the client's own
+        decision to stop waiting."""
         op = f"op{next(self._ids)}"
         stream = bool(body.get("stream"))
         context = hashlib.blake2b(json.dumps({k: v for k, v in body.items() if k != "stream"}, sort_keys=True).encode(), digest_size=8).hexdigest()
         self.history.append(Invoke(self.history.now(), time.time(), op, path, stream, agent, round, context, phase))
-        reply, first_byte = self._run(op, path, body, stream)
+        reply, first_byte = self._run(op, path, body, stream, hang_up_after)
         self.history.append(
             Complete(self.history.now(), time.time(), op, reply.outcome, reply.status, reply.error, reply.text, reply.prompt_tokens, reply.completion_tokens, first_byte)
         )
         return reply
 
-    def _run(self, op: str, path: str, body: dict[str, Any], stream: bool) -> tuple[Reply, float | None]:
+    def _run(self, op: str, path: str, body: dict[str, Any], stream: bool, hang_up_after: int | None = None) -> tuple[Reply, float | None]:
         d = self.deadlines
         got_head = False
         first_byte: float | None = None
@@ -183,12 +186,16 @@ class Client:
                         first_byte = self.history.now()
                         parse.event(json.loads(raw), delta=False)
                         return self._reply(op, resp.status_code, parse, stream=False), first_byte
+                    events = 0
                     for line in resp.iter_lines():
                         now = self.history.now()
                         first_byte = first_byte if first_byte is not None else now
                         self.history.append(Chunk(now, op, len(line)))
                         if not line.startswith("data: "):
                             continue
+                        events += 1
+                        if hang_up_after is not None and events >= hang_up_after:
+                            return Reply(op, Outcome.CLIENT_TIMEOUT, resp.status_code, parse.text, f"client hung up after {events} events"), first_byte
                         data = line[6:]
                         if data == "[DONE]":
                             parse.done = True
@@ -289,6 +296,20 @@ class Workload:
             return client.request(path, body, phase=phase)
         finally:
             client.close()
+
+    def abort_storm(self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: str = "") -> list[Reply]:
+        """``n`` streams at once, each hung up by its client after ``after_events`` events."""
+        body = {"model": self.model, "messages": [{"role": "user", "content": "a long story"}], "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
+
+        def one(i: int) -> Reply:
+            client = Client(self.base_url, self.history, self.deadlines)
+            try:
+                return client.request("/v1/chat/completions", {**body, "messages": [{"role": "user", "content": f"a long story {i}"}]}, phase=phase, hang_up_after=after_events)
+            finally:
+                client.close()
+
+        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="abort") as pool:
+            return list(pool.map(one, range(n), timeout=self.deadlines.total_s + 5))
 
     def probe_until_ok(self, *, within_s: float, interval_s: float = 0.25) -> Reply:
         """Fresh short requests (phase "probe") until one succeeds or ``within_s`` passes."""

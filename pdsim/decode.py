@@ -47,7 +47,6 @@ class PrefillLink:
     info: dict[str, Any]
     writer: asyncio.StreamWriter | None = None
     connecting: bool = False
-    heartbeat_failures: int = 0
 
 
 class DecodeEngine(Engine):
@@ -168,25 +167,41 @@ class DecodeEngine(Engine):
         self.wake()
         return n
 
+    def _heartbeat_targets(self) -> set[str]:
+        """Every prefill decode knows or still has rooms with: a dropped control link must
+        not end the watch over the rooms that were waiting on it."""
+        addrs = set(self.links)
+        for queue in (self.prealloc, self.transfer):
+            addrs.update(r.bootstrap_addr for r in queue if not r.leaked)
+        return addrs
+
     async def _heartbeat_loop(self) -> None:
         assert self._http is not None
+        failures: dict[str, int] = {}
         while True:
             await asyncio.sleep(self.cfg.heartbeat_interval_s)
-            for link in list(self.links.values()):
+            targets = self._heartbeat_targets()
+            for addr in list(failures):
+                if addr not in targets:
+                    del failures[addr]
+            for addr in targets:
                 try:
-                    async with self._http.get(f"http://{link.addr}/health", timeout=_HEARTBEAT_TIMEOUT) as r:
+                    async with self._http.get(f"http://{addr}/health", timeout=_HEARTBEAT_TIMEOUT) as r:
                         ok = r.status == 200
                 except (aiohttp.ClientError, asyncio.TimeoutError):
                     ok = False
                 if ok:
-                    link.heartbeat_failures = 0
+                    failures[addr] = 0
                     continue
-                link.heartbeat_failures += 1
-                if link.heartbeat_failures >= self.cfg.heartbeat_max_failure:
-                    reason = f"Lost connection with prefill instance (bootstrap_addr: {link.addr})"
-                    self._drop_link(link, "heartbeat failed")
-                    n = self._fail_rooms(link.addr, reason)
-                    log_event("heartbeat", bootstrap_addr=link.addr, state="node_failure", affected=n, error=f"{reason}, {n} requests affected")
+                failures[addr] = failures.get(addr, 0) + 1
+                if failures[addr] >= self.cfg.heartbeat_max_failure:
+                    failures[addr] = 0
+                    reason = f"Lost connection with prefill instance (bootstrap_addr: {addr})"
+                    link = self.links.get(addr)
+                    if link is not None:
+                        self._drop_link(link, "heartbeat failed")
+                    n = self._fail_rooms(addr, reason)
+                    log_event("heartbeat", bootstrap_addr=addr, state="node_failure", affected=n, error=f"{reason}, {n} requests affected")
 
     # ---- kv server (prefill -> decode) ----------------------------------------------------
     async def _serve_kv(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -1,8 +1,9 @@
 """Faults: inject, verify it took effect, heal, verify the heal. Always healed."""
 
 from chaos.faults.base import Fault
+from chaos.faults.client import ClientFault
 from chaos.faults.network import ProxyDown, ToxicFault
 from chaos.faults.process import Freeze, Kill, Restart
 from chaos.faults.runner import Faults
 
-__all__ = ["Fault", "Faults", "Freeze", "Kill", "ProxyDown", "Restart", "ToxicFault"]
+__all__ = ["ClientFault", "Fault", "Faults", "Freeze", "Kill", "ProxyDown", "Restart", "ToxicFault"]

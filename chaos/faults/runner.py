@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 from chaos.errors import FaultNotHealed
 from chaos.faults.base import Fault
+from chaos.faults.client import ClientFault
 from chaos.faults.network import ProxyDown, ToxicFault
 from chaos.faults.process import Freeze, Kill, Restart
 from chaos.history import FaultEvent, History
@@ -83,6 +84,10 @@ class Faults:
             raise FaultNotHealed(f"teardown could not heal every fault: {first}") from first
 
     # ---- shorthands ---------------------------------------------------------------------------
+    def by_clients(self, description: str):  # type: ignore[no-untyped-def]
+        """Bracket chaos that the workload itself commits (hang-ups, abandoned requests)."""
+        return self.apply(ClientFault(description))
+
     def kill(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
         return self.apply(Kill(self.target, service), **kw)
 

@@ -1,0 +1,71 @@
+"""Agents in multi-round, growing-context conversations over keep-alive connections.
+
+Bug class: the incident behind pd-chaos (an agent harness hung after a few rounds, behind a
+misbehaving proxy, with no client timeouts), silent context loss in long conversations,
+and replies mixed up between conversations. Fault model: none (the control), a proxy
+reset between rounds, and latency on the client link during rounds. Verdicts: every round
+ends within its deadline, prompts grow every round, replies equal the fault-free baseline's,
+and agents finish after recovery.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.history import Outcome
+from chaos.workloads import Deadlines
+
+pytestmark = [pytest.mark.fault("network")]
+
+TALK = dict(agents=4, rounds=5, words_per_round=60, max_tokens=12)
+
+
+def _deadlines(bounds) -> Deadlines:
+    return Deadlines(read_s=bounds.slack_s * 4, stall_s=bounds.slack_s * 2, total_s=bounds.slack_s * 6)
+
+
+def test_clean_conversations(stack, history, workload, bounds):
+    workload.conversations(**TALK, phase="baseline").run()
+    workload.conversations(**TALK, deadlines=_deadlines(bounds), phase="clean").run()
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=_deadlines(bounds).total_s),
+        v.outcomes_in(set()),
+        v.context_grows(),
+        v.replies_match_baseline(),
+    )
+
+
+def test_keepalive_connections_reset_between_rounds(stack, history, sampler, workload, faults, bounds):
+    """Toxiproxy drops every open connection (proxy down, then up) while agents are between
+    rounds; their next round must go out on a fresh connection and succeed."""
+    workload.conversations(**TALK, phase="baseline").run()
+    convo = workload.conversations(**TALK, deadlines=_deadlines(bounds), retries=3, phase="fault").start()
+    from chaos.triggers import gauge
+
+    with faults.down("client_router", when=gauge("router", "smg_http_requests_total") > 0):
+        pass  # every keep-alive connection is closed under the agents
+    convo.join()
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=_deadlines(bounds).total_s + 1),
+        v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}),
+        v.context_grows(),
+        v.replies_match_baseline(),
+        v.recovers(within_s=bounds.recovery_s),
+    )
+
+
+def test_latency_during_rounds(stack, history, sampler, workload, faults, bounds):
+    workload.conversations(**TALK, phase="baseline").run()
+    with faults.latency("client_router", 300):
+        workload.conversations(**TALK, deadlines=_deadlines(bounds), phase="fault").run()
+    workload.probe_until_ok(within_s=bounds.recovery_s)
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=_deadlines(bounds).total_s),
+        v.outcomes_in(set()),
+        v.context_grows(),
+        v.replies_match_baseline(),
+    )

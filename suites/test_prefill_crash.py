@@ -1,0 +1,76 @@
+"""Prefill dies, freezes or restarts while decode keeps running.
+
+Bug classes: decode that never notices a dead prefill (NIXL without a heartbeat, #10365);
+stale cached prefill route info after prefill is replaced (#33789, PRs #34289/#36029).
+Fault model: SIGKILL of prefill while decode waits for KV (triggered by decode's transfer
+queue), SIGSTOP, and a restart. Verdicts: decode's heartbeat fails the waiting rooms
+within its detection bound (before the waiting timeout could), failures are clean, decode
+picks up the restarted prefill, nothing leaks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.triggers import gauge
+from chaos.workloads import Deadlines
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+
+pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
+
+LONG = dict(agents=3, rounds=1, words_per_round=500)  # forwards long enough to be killed in
+HEARTBEAT_SLACK_S = 1.0  # the heartbeat must beat the waiting timeout, which is 2 s later
+
+
+def _deadlines(bounds) -> Deadlines:
+    return Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+
+
+def test_prefill_killed_while_decode_waits(stack, history, sampler, workload, faults, bounds):
+    t = stack.info.config["timeouts"]
+    interval, misses = t["heartbeat_interval_s"], t["heartbeat_max_failure"]
+    convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase="fault").start()
+    with faults.kill("prefill", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
+        sampler.wait_quiet([("decode", "num_decode_transfer_queue_reqs")], within_s=bounds.heartbeat_detect_s)
+    convo.join()
+    workload.probe_until_ok(within_s=bounds.recovery_s)
+    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=bounds.router_timeout_s),
+        v.failed_requests_are_clean(),
+        # rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
+        v.watchdog_fired("decode heartbeat", source="decode", counter="num_transfer_failed_reqs_total", timeout_s=interval * (misses - 1), slack_s=interval + HEARTBEAT_SLACK_S),
+        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1, since="quiet"),
+        v.recovers(within_s=bounds.recovery_s),
+    )
+
+
+def test_prefill_frozen_then_thawed(stack, history, sampler, workload, faults, bounds):
+    convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase="fault").start()
+    with faults.freeze("prefill", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
+        sampler.wait_quiet([("decode", "num_decode_transfer_queue_reqs")], within_s=bounds.waiting_s + bounds.slack_s)
+    convo.join()
+    workload.probe_until_ok(within_s=bounds.recovery_s)
+    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s)
+    v.expect(
+        history,
+        v.every_request_terminal(within_s=bounds.router_timeout_s),
+        v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
+        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s, since="quiet"),
+        v.recovers(within_s=bounds.recovery_s),
+    )
+
+
+def test_decode_picks_up_a_restarted_prefill(stack, history, sampler, workload, faults, bounds):
+    workload.conversations(agents=2, rounds=2, phase="baseline").run()
+    with faults.restart("prefill"):  # quicker than the heartbeat can notice
+        pass
+    workload.conversations(agents=2, rounds=2, deadlines=_deadlines(bounds), phase="after").run()
+    v.expect(
+        history,
+        v.recovers(within_s=bounds.recovery_s),
+        v.outcomes_in(set()),
+        v.replies_match_baseline(),
+    )
