@@ -20,7 +20,7 @@ from chaos.errors import TriggerTimeout
 from chaos.history import History, TriggerFired
 from chaos.sampler import Sampler
 
-__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "wait_for"]
+__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "requests_done", "wait_for"]
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,17 @@ def log_line(path: Path, pattern: str, *, service: str = "") -> Condition:
         return False, "no matching line"
 
     return Condition(f"log line /{pattern}/ in {service or path.name}", check)
+
+
+def requests_done(history: History, n: int, *, phase: str | None = None) -> Condition:
+    """Holds once ``n`` requests (of ``phase``) have completed successfully: "between rounds"."""
+    from chaos.history import Outcome
+
+    def check(_: Sampler, __: float) -> tuple[bool, str]:
+        done = sum(1 for o in history.ops(phase=phase) if o.outcome is Outcome.OK)
+        return done >= n, f"{done} done"
+
+    return Condition(f"{n} requests done" + (f" in phase {phase}" if phase else ""), check)
 
 
 def wait_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s: float) -> str:

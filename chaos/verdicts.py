@@ -347,9 +347,11 @@ def stuck_before_router(*, router_counter: str = "smg_http_requests_total") -> C
         if inject is None or heal is None:
             return Verdict(vname, Status.UNKNOWN, "no healed fault in the history")
         during = [o for o in h.ops() if inject <= o.invoke.t <= heal and o.outcome is not Outcome.OK]
-        series = [(t, v) for t, v in h.series("router", router_counter)]
-        before = [v for t, v in series if t <= inject]
-        inside = [v for t, v in series if inject < t <= heal]
+        series = h.series("router", router_counter)
+        # the counter as of the first sample after the fault (a request that completed just
+        # before the fault may be counted a sample late), against its maximum until the heal
+        before = [v for t, v in series if inject + SAMPLE_TOLERANCE_S <= t <= heal][:1]
+        inside = [v for t, v in series if inject + SAMPLE_TOLERANCE_S < t <= heal]
         if not during or not before or not inside:
             return Verdict(vname, Status.UNKNOWN, "no failed request or no router samples inside the fault window")
         grew = max(inside) - before[-1]

@@ -230,6 +230,7 @@ class Conversation:
     words_per_round: int = 60
     retries: int = 0
     retry_wait_s: float = 0.5
+    retry_on: frozenset[Outcome] = frozenset({Outcome.CLEAN_ERROR})
     phase: str = ""
     replies: dict[str, list[Reply]] = field(default_factory=dict)
 
@@ -263,10 +264,10 @@ class Conversation:
                 body = {"model": self.workload.model, "messages": list(messages), "max_tokens": self.max_tokens, "ignore_eos": True, "stream": self.stream}
                 if self.stream:
                     body["stream_options"] = {"include_usage": True}
-                retry = Retrying(stop=stop_after_attempt(self.retries + 1), wait=wait_fixed(self.retry_wait_s), retry=retry_if_result(lambda r: r.outcome is Outcome.CLEAN_ERROR))
+                retry = Retrying(stop=stop_after_attempt(self.retries + 1), wait=wait_fixed(self.retry_wait_s), retry=retry_if_result(lambda r: r.outcome in self.retry_on))
                 try:
                     reply = retry(client.request, "/v1/chat/completions", body, agent=name, round=rnd, phase=self.phase)
-                except RetryError as gave_up:  # retries only on clean errors; keep the last one
+                except RetryError as gave_up:  # retries only on `retry_on` (clean errors by default)
                     reply = gave_up.last_attempt.result()
                 out.append(reply)
                 if not reply.ok:

@@ -14,6 +14,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.history import Outcome
+from chaos.triggers import requests_done
 from chaos.workloads import Deadlines
 
 pytestmark = [pytest.mark.fault("network")]
@@ -41,11 +42,10 @@ def test_keepalive_connections_reset_between_rounds(stack, history, sampler, wor
     """Toxiproxy drops every open connection (proxy down, then up) while agents are between
     rounds; their next round must go out on a fresh connection and succeed."""
     workload.conversations(**TALK, phase="baseline").run()
-    convo = workload.conversations(**TALK, deadlines=_deadlines(bounds), retries=3, phase="fault").start()
-    from chaos.triggers import gauge
-
-    with faults.down("client_router", when=gauge("router", "smg_http_requests_total") > 0):
-        pass  # every keep-alive connection is closed under the agents
+    retry_cut = frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED})
+    convo = workload.conversations(**TALK, deadlines=_deadlines(bounds), retries=6, retry_on=retry_cut, phase="fault").start()
+    with faults.down("client_router", when=requests_done(history, 6, phase="fault")):
+        pass  # every keep-alive connection is closed under the agents, mid-conversation
     convo.join()
     v.expect(
         history,

@@ -191,6 +191,6 @@ def test_stuck_before_router():
     for h, inside in ((before, 10), (after, 12)):
         fault(h, 1.0, 3.0)
         op(h, "a", 1.5, 2.5, Outcome.CLIENT_TIMEOUT)
-        series(h, "router", "reqs", [(0.5, 10), (2.0, inside), (2.9, inside)])
+        series(h, "router", "reqs", [(0.5, 9), (1.3, 10), (2.0, inside), (2.9, inside)])
     assert status(check, before) is v.Status.PASS
     assert status(check, after) is v.Status.FAIL
