@@ -32,6 +32,12 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--json", action="store_true", help="print stack.json on stdout")
     sub.add_parser("status", help="show the running stack and whether each service is alive")
     sub.add_parser("down", help="stop every service of the stack")
+    mut = sub.add_parser("mutants", help="the kill matrix: run the suites clean and once per pdsim defect")
+    mut.add_argument("--json", type=Path, help="write the results as JSON to this path")
+    mut.add_argument("--only", action="append", help="run only this defect (repeatable; 'clean' for the clean run)")
+    mut.add_argument("--jobs", type=int, default=2, help="defect runs at a time (default 2)")
+    mut.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE + 2000, help="first port of the ranges the runs use")
+    mut.add_argument("--suites", default="suites", help="what pytest runs (default: suites)")
     return p
 
 
@@ -42,6 +48,32 @@ def _status(info: StackInfo) -> dict[str, object]:
         "services": {n: {"pid": s["pid"], "alive": alive(int(s["pid"])), "log": s["log"]} for n, s in info.services.items()},
         "proxies": info.proxies,
     }
+
+
+def _mutants(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from chaos.mutants import matrix_ok, run_matrix, to_json, to_markdown
+
+    out = (Path("reports") / f"mutants-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    t0 = time.monotonic()
+    results = run_matrix(only=args.only, jobs=args.jobs, out_dir=out, port_base=args.port_base, suites=args.suites)
+    table = Table(title=f"kill matrix ({time.monotonic() - t0:.0f} s)")
+    for col in ("defect", "result", "first failing test", "verdict", "s"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        state = ("FAILED" if r.killed else "passed") if r.defect == "clean" else ("killed" if r.killed else "SURVIVED")
+        table.add_row(r.defect, state, r.tests_failed[0] if r.tests_failed else "", r.verdict[:120], f"{r.seconds:.0f}")
+    Console(width=200).print(table)
+    (out / "summary.md").write_text(f"# Kill matrix\n\n{to_markdown(results)}")
+    if args.json:
+        args.json.write_text(to_json(results))
+    ok = matrix_ok(results)
+    print(f"kill matrix: {'OK' if ok else 'NOT OK'} (details in {out})")
+    return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "down":
             EmbeddedStack.attach(args.state_dir).down()
             print("stack down")
+        elif args.command == "mutants":
+            return _mutants(args)
     except ChaosError as exc:
         print(f"pdchaos: error: {exc}", file=sys.stderr)
         return 1

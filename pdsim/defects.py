@@ -42,3 +42,7 @@ def parse_defects(spec: str) -> frozenset[Defect]:
 
 def defects_from_env() -> frozenset[Defect]:
     return parse_defects(os.environ.get("PDSIM_DEFECTS", ""))
+
+
+if __name__ == "__main__":  # `python -m pdsim.defects`: the names, one a line (for the kill matrix)
+    print("\n".join(d.value for d in Defect))

@@ -1,0 +1,128 @@
+"""The kill matrix: run the suites on the clean stack and once per pdsim defect.
+
+Every defect must make at least one test fail ("killed"); the clean run must pass. Each
+run is its own pytest process with its own stacks (own port range) and JUnit XML; defect
+runs stop at their first failure (``-x``) and run ``jobs`` at a time. The defect names come
+from ``python -m pdsim.defects``: the rig never imports pdsim.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from chaos.errors import ConfigError
+from chaos.tools import REPO_ROOT
+
+__all__ = ["MutantResult", "defect_names", "run_matrix"]
+
+_VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
+_PORT_STRIDE = 600  # port range per run: room for the stacks one pytest session starts
+
+
+@dataclass
+class MutantResult:
+    defect: str
+    killed: bool
+    tests_failed: list[str]
+    seconds: float
+    verdict: str = ""
+    returncode: int = 0
+    log: str = ""
+    passed: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def defect_names() -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "pdsim.defects"], capture_output=True, text=True, timeout=30, check=True)
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def _parse_junit(path: Path) -> tuple[list[str], str, int]:
+    """(failed test ids, first failing verdict or error line, passed count)."""
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, FileNotFoundError):
+        return [], "no JUnit XML written", 0
+    failed, first, passed = [], "", 0
+    for case in root.iter("testcase"):
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is None:
+            if case.find("skipped") is None:
+                passed += 1
+            continue
+        failed.append(f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}")
+        if not first:
+            text = (problem.get("message") or "") + "\n" + (problem.text or "")
+            m = _VERDICT.search(text)
+            first = f"[{m.group(1)}] {m.group(2).strip()}" if m else f"{problem.tag}: {(problem.get('message') or '').splitlines()[0][:200]}"
+    return failed, first, passed
+
+
+def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_args: list[str], timeout_s: float) -> MutantResult:
+    junit = out_dir / f"{defect}.xml"
+    log = out_dir / f"{defect}.log"
+    args = [sys.executable, "-m", "pytest", suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={port_base}", f"--reports-dir={out_dir / 'reports' / defect}"]
+    if defect != "clean":
+        args.append("-x")
+    env = {**os.environ, "PDSIM_DEFECTS": "" if defect == "clean" else defect}
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        try:
+            rc = subprocess.run([*args, *extra_args], cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            rc = -1
+    seconds = time.monotonic() - t0
+    failed, verdict, passed = _parse_junit(junit)
+    if rc == -1:
+        verdict = verdict or f"run exceeded {timeout_s:g}s"
+    killed = rc != 0
+    return MutantResult(defect, killed, failed, round(seconds, 1), verdict, rc, str(log), passed)
+
+
+def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: int, suites: str = "suites", extra_args: list[str] | None = None, timeout_s: float = 900) -> list[MutantResult]:
+    names = defect_names()
+    unknown = [n for n in (only or []) if n not in names and n != "clean"]
+    if unknown:
+        raise ConfigError(f"unknown defect(s) {', '.join(unknown)}; known: {', '.join(names)}")
+    chosen = [n for n in names if not only or n in only]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    extra = extra_args or []
+    results = []
+    if not only or "clean" in only:  # alone, so that its timing is undisturbed
+        results.append(_run_one("clean", port_base=port_base, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s))
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futs = [pool.submit(_run_one, d, port_base=port_base + (i + 1) * _PORT_STRIDE, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s) for i, d in enumerate(chosen)]
+        results += [f.result() for f in futs]
+    return results
+
+
+def matrix_ok(results: list[MutantResult]) -> bool:
+    """Clean passes (if it ran) and every defect is killed."""
+    return all((not r.killed) if r.defect == "clean" else r.killed for r in results)
+
+
+def to_json(results: list[MutantResult]) -> str:
+    return json.dumps([{k: v for k, v in asdict(r).items() if k in ("defect", "killed", "tests_failed", "seconds", "verdict")} for r in results], indent=2)
+
+
+def to_markdown(results: list[MutantResult]) -> str:
+    lines = ["| defect | result | first failing test | verdict | seconds |", "|---|---|---|---|---|"]
+    for r in results:
+        if r.defect == "clean":
+            state = "**FAILED**" if r.killed else f"passed ({r.passed} tests)"
+        else:
+            state = "killed" if r.killed else "**SURVIVED**"
+        test = r.tests_failed[0] if r.tests_failed else ""
+        lines.append(f"| {r.defect} | {state} | {test} | {r.verdict.replace('|', '/')[:160]} | {r.seconds:.0f} |")
+    return "\n".join(lines) + "\n"
