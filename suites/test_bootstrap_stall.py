@@ -14,7 +14,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_control")]
 
@@ -23,15 +23,13 @@ def test_handshake_blackholed(stack, history, sampler, workload, faults, bounds)
     deadlines = Deadlines(read_s=bounds.waiting_s + 2 * bounds.slack_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
     with faults.blackhole("control", stream="upstream"):
         workload.conversations(agents=3, rounds=1, deadlines=deadlines, phase="fault").run()
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
+    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
     v.expect(
         history,
         v.every_request_terminal(within_s=deadlines.total_s + 1),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
         v.watchdog_fired("prefill bootstrap", source="prefill", counter="num_bootstrap_failed_reqs_total", timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s),
-        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
+        *after,
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
 
 pytestmark = [pytest.mark.fault("client")]
 
@@ -23,13 +23,7 @@ GAUGES = ENGINE_QUEUES + ROUTER_INFLIGHT + [("decode", "num_used_tokens"), ("pre
 def test_abort_storm_mid_stream(stack, history, sampler, workload, faults, bounds):
     with faults.by_clients("abort storm: 16 streams hung up after 2 events"):
         workload.abort_storm(16, after_events=2)
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(GAUGES, within_s=bounds.slack_s + 2)
-    v.expect(
-        history,
-        v.no_leak(gauges=GAUGES, within_s=bounds.slack_s + 2, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
-    )
+    v.expect(history, *aftermath(workload, sampler, bounds, gauges=GAUGES, within_s=bounds.slack_s + 2))
 
 
 def test_clients_give_up_before_the_reply(stack, history, sampler, workload, faults, bounds):
@@ -38,10 +32,4 @@ def test_clients_give_up_before_the_reply(stack, history, sampler, workload, fau
     with faults.by_clients("8 non-stream requests abandoned after 0.3 s"):
         for i in range(8):
             workload.request("/v1/chat/completions", {**body, "messages": [{"role": "user", "content": f"{i} " + "word " * 800}]}, deadlines=impatient)
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(GAUGES, within_s=bounds.slack_s + 2)
-    v.expect(
-        history,
-        v.no_leak(gauges=GAUGES, within_s=bounds.slack_s + 2, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
-    )
+    v.expect(history, *aftermath(workload, sampler, bounds, gauges=GAUGES, within_s=bounds.slack_s + 2))

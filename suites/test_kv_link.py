@@ -15,7 +15,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_kv")]
 
@@ -47,15 +47,13 @@ def test_stuck_kv_transfer_times_out_on_decode(stack, history, sampler, workload
     fault = faults.blackhole("kv", stream="upstream") if stall == "blackhole" else faults.bandwidth("kv", 1, stream="upstream")
     with fault:
         workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds), phase="fault").run()
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
+    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
     v.expect(
         history,
         v.every_request_terminal(within_s=bounds.waiting_s + 2 * bounds.slack_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
         v.watchdog_fired("decode waiting", source="decode", counter="num_transfer_failed_reqs_total", timeout_s=bounds.waiting_s, slack_s=bounds.slack_s),
-        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
+        *after,
     )
 
 
@@ -64,11 +62,9 @@ def test_kv_link_down_fails_both_legs_at_once(stack, history, sampler, workload,
     which would otherwise hold the slot until its waiting timeout."""
     with faults.down("kv"):
         workload.conversations(agents=3, rounds=1, deadlines=_deadlines(bounds), phase="fault").run()
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
+    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
     v.expect(
         history,
         v.failed_requests_are_clean(within_s=bounds.forward_s + bounds.slack_s),
-        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
+        *after,
     )

@@ -15,7 +15,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.triggers import gauge
 from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
@@ -34,16 +34,14 @@ def test_prefill_killed_while_decode_waits(stack, history, sampler, workload, fa
     with faults.kill("prefill", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
         sampler.wait_quiet([("decode", "num_decode_transfer_queue_reqs")], within_s=bounds.heartbeat_detect_s)
     convo.join()
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
+    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
     v.expect(
         history,
         v.every_request_terminal(within_s=bounds.router_timeout_s),
         v.failed_requests_are_clean(),
         # rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
         v.watchdog_fired("decode heartbeat", source="decode", counter="num_transfer_failed_reqs_total", timeout_s=interval * (misses - 1), slack_s=interval + HEARTBEAT_SLACK_S),
-        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
+        *after,
     )
 
 
@@ -52,14 +50,12 @@ def test_prefill_frozen_then_thawed(stack, history, sampler, workload, faults, b
     with faults.freeze("prefill", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
         sampler.wait_quiet([("decode", "num_decode_transfer_queue_reqs")], within_s=bounds.waiting_s + bounds.slack_s)
     convo.join()
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s)
+    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s)
     v.expect(
         history,
         v.every_request_terminal(within_s=bounds.router_timeout_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
-        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
+        *after,
     )
 
 

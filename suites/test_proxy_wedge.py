@@ -16,7 +16,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.history import Outcome
 from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
 
 pytestmark = [pytest.mark.fault("network")]
 
@@ -53,12 +53,10 @@ def test_wedged_proxy_gives_errors_not_hangs(stack, history, sampler, workload, 
     }[wedge]()
     with fault:
         workload.conversations(agents=4, rounds=2, max_tokens=40, deadlines=d, phase="fault").run()
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 2)
+    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 2)
     v.expect(
         history,
         v.every_request_terminal(within_s=d.total_s + 1),
         v.outcomes_in(CUT),
-        v.no_leak(gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 2, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
+        *after,
     )
