@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from chaos.errors import ChaosError
+from chaos.errors import ChaosError, ConfigError
 from chaos.procs import alive
 from chaos.stack import StackConfig, StackInfo
 from chaos.targets.embedded import EmbeddedStack
@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--json", action="store_true", help="print stack.json on stdout")
     sub.add_parser("status", help="show the running stack and whether each service is alive")
     sub.add_parser("down", help="stop every service of the stack")
+    rep = sub.add_parser("report", help="draw a run's reports again from its saved histories")
+    rep.add_argument("run", nargs="?", type=Path, default=Path("reports/latest"), help="run folder (default: reports/latest)")
     mut = sub.add_parser("mutants", help="the kill matrix: run the suites clean and once per pdsim defect")
     mut.add_argument("--json", type=Path, help="write the results as JSON to this path")
     mut.add_argument("--only", action="append", help="run only this defect (repeatable; 'clean' for the clean run)")
@@ -92,6 +94,13 @@ def main(argv: list[str] | None = None) -> int:
             print("stack down")
         elif args.command == "mutants":
             return _mutants(args)
+        elif args.command == "report":
+            from chaos.reports.summary import render_run
+
+            if not args.run.is_dir():
+                raise ConfigError(f"no run folder at {args.run}")
+            n = render_run(args.run.resolve())
+            print(f"{n} test reports drawn again in {args.run.resolve()} (summary.md, per test timeline.png and stuck.md)")
     except ChaosError as exc:
         print(f"pdchaos: error: {exc}", file=sys.stderr)
         return 1

@@ -28,6 +28,7 @@ __all__ = [
     "Outcome",
     "Sample",
     "TriggerFired",
+    "VerdictRecord",
 ]
 
 
@@ -123,8 +124,19 @@ class Mark:
     kind: str = "mark"
 
 
-Record = Invoke | Chunk | Complete | FaultEvent | Sample | TriggerFired | LogEvent | Mark
-_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, Mark)}  # type: ignore[attr-defined]
+@dataclass(frozen=True)
+class VerdictRecord:
+    """A verdict as judged at the end of the test, kept so reports can be re-rendered."""
+
+    t: float
+    name: str
+    status: str
+    message: str
+    kind: str = "verdict"
+
+
+Record = Invoke | Chunk | Complete | FaultEvent | Sample | TriggerFired | LogEvent | Mark | VerdictRecord
+_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, Mark, VerdictRecord)}  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -215,6 +227,11 @@ class History:
             elif isinstance(r, Chunk):
                 chunks.setdefault(r.op, []).append(r)
         return [Op(i, completes.get(k), tuple(chunks.get(k, ()))) for k, i in invokes.items() if phase is None or i.phase == phase]
+
+    def end_t(self) -> float:
+        """The time of the last record (for a loaded history, "now" is its end)."""
+        with self._lock:
+            return max((r.t for r in self.records), default=0.0)
 
     def faults(self) -> list[FaultEvent]:
         return list(self.of(FaultEvent))

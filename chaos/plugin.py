@@ -23,6 +23,8 @@ from chaos.errors import TargetError
 from chaos.faults import Faults
 from chaos.history import History
 from chaos.ports import PortAllocator
+from chaos.reports.logs import LogCursor, capture_logs
+from chaos.reports.summary import result_of, write_run_summary, write_test_report
 from chaos.sampler import Sampler
 from chaos.stack import StackConfig, Timeouts
 from chaos.targets.base import Capability
@@ -51,6 +53,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 _SEED = pytest.StashKey[int]()
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
@@ -59,6 +62,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--target {target!r} is unknown; known targets: {', '.join(TARGETS)}")
     seed = config.getoption("--seed")
     config.stash[_SEED] = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
+    config.stash[_RESULTS] = []
+    if not os.environ.get("PYTEST_XDIST_WORKER") and getattr(config.option, "xmlpath", None) is None:
+        config.option.xmlpath = str(_run_dir(config) / "junit.xml")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -132,34 +138,98 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _RUN_DIR = pytest.StashKey[Path]()
+_RESULTS = pytest.StashKey[list]()
+_PHASES = pytest.StashKey[dict]()
 
 
 def _run_dir(config: pytest.Config) -> Path:
+    """reports/<run-id>/ (shared by xdist workers through PDCHAOS_RUN_ID)."""
     if _RUN_DIR not in config.stash:
-        root = Path(config.getoption("--reports-dir"))
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-        run_id = os.environ.get("PDCHAOS_RUN_ID") or time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
-        path = root / run_id / worker if worker else root / run_id
+        root = Path(config.getoption("--reports-dir")).resolve()
+        run_id = os.environ.setdefault("PDCHAOS_RUN_ID", time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+        path = root / run_id
         path.mkdir(parents=True, exist_ok=True)
         config.stash[_RUN_DIR] = path
     return config.stash[_RUN_DIR]
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    item.stash.setdefault(_PHASES, {})[call.when] = outcome.get_result()
+
+
+def _outcome(item: pytest.Item) -> tuple[str, float, str, str]:
+    """(outcome, call duration, xfail reason, first line of the failure) of the call phase."""
+    phases = item.stash.get(_PHASES, {})
+    setup, call = phases.get("setup"), phases.get("call")
+    rep = call or setup
+    if rep is None:
+        return "unknown", 0.0, "", ""
+    reason = getattr(rep, "wasxfail", "") or ""
+    if reason:
+        outcome = "xfailed" if rep.skipped else "xpassed"
+    elif rep.failed:
+        outcome = "failed" if rep is call else "error"
+    else:
+        outcome = rep.outcome
+    message = str(rep.longrepr).splitlines()[-1][:300] if rep.failed and rep.longrepr else ""
+    return outcome, getattr(call, "duration", 0.0) or 0.0, reason, message
+
+
 @pytest.fixture
-def history(request: pytest.FixtureRequest, seed: int) -> Iterator[History]:
-    """This test's history, written as JSONL under reports/<run-id>/<test>/history.jsonl."""
+def history(request: pytest.FixtureRequest, seed: int, stack: EmbeddedStack) -> Iterator[History]:
+    """This test's history, written as JSONL under reports/<run-id>/<test>/history.jsonl.
+    At teardown the engine and router log lines about its requests join it, and the test's
+    report (result.json, timeline.png, stuck.md) is drawn from it."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-150:]
     folder = _run_dir(request.config) / safe
     folder.mkdir(parents=True, exist_ok=True)
     h = History(path=folder / "history.jsonl", seed=seed)
-    request.node.stash[HISTORY_KEY] = h
+    cursor = LogCursor({name: stack.log_path(name) for name in ("prefill", "decode", "router")})
     try:
         yield h
     finally:
-        h.close()
+        try:
+            capture_logs(h, cursor, {op.invoke.op for op in h.ops()})
+            outcome, duration, reason, message = _outcome(request.node)
+            result = result_of(h, nodeid=request.node.nodeid, outcome=outcome, duration_s=duration, known_issue=reason, message=message)
+            write_test_report(folder, h, result)
+            request.config.stash[_RESULTS].append(result)
+        finally:
+            h.close()
 
 
-HISTORY_KEY = pytest.StashKey[History]()
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    results = config.stash.get(_RESULTS, [])
+    if not results or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    run_dir = _run_dir(config)
+    command = "pytest " + " ".join(config.invocation_params.args)
+    write_run_summary(run_dir, results, seed=config.stash[_SEED], command=command)
+    latest = run_dir.parent / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(run_dir.name)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    results = config.stash.get(_RESULTS, [])
+    if not results:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"pd-chaos: {len(results)} tests with histories (seed {config.stash[_SEED]})")
+    for col in ("test", "outcome", "s", "requests", "verdicts not passed"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        bad = "; ".join(v["name"].split("(")[0] for v in r["verdicts"] if v["status"] != "pass")
+        reqs = " ".join(f"{k}={n}" for k, n in sorted(r["requests"].items()))
+        table.add_row(r["test"].split("::")[-1], r["outcome"], f"{r['duration_s']:.1f}", reqs, bad)
+    Console(file=terminalreporter._tw._file, width=160).print(table)
+    terminalreporter.write_line(f"reports: {_run_dir(config)}")
 
 
 @pytest.fixture

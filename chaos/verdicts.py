@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from chaos.history import History, Op, Outcome
+from chaos.history import History, Op, Outcome, VerdictRecord
 
 __all__ = [
     "Check",
@@ -71,8 +71,10 @@ def evaluate(history: History, checks: Iterable[Check]) -> list[Verdict]:
 
 
 def expect(history: History, *checks: Check) -> list[Verdict]:
+    """Judge the history; every verdict is recorded in it; raise unless all passed."""
     verdicts = evaluate(history, checks)
-    history.verdicts = verdicts  # type: ignore[attr-defined]  # for reports
+    for verdict in verdicts:
+        history.append(VerdictRecord(history.now(), verdict.name, verdict.status.value, verdict.message))
     bad = [v for v in verdicts if v.status is not Status.PASS]
     if bad:
         raise VerdictFailed("\n".join(str(v) for v in bad))

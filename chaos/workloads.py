@@ -172,7 +172,8 @@ class Client:
         parse = _Parse()
         timeout = httpx.Timeout(d.stall_s if stream else d.read_s, connect=d.connect_s, pool=d.connect_s, write=d.connect_s)
         try:
-            with self._http.stream("POST", path, json=body, timeout=timeout) as resp:
+            # x-request-id lets the reports follow the request into the router and engine logs
+            with self._http.stream("POST", path, json=body, timeout=timeout, headers={"x-request-id": op}) as resp:
                 got_head = True
                 timer = threading.Timer(max(0.0, d.total_s), lambda: (expired.set(), resp.close()))
                 timer.daemon = True

@@ -88,7 +88,7 @@ class Engine(ABC):
             raise BadRequest(f"Duplicate request id {req.rid}")
         self.reqs[req.rid] = req
         self._arrivals += 1
-        log_event("req", rid=req.rid, bootstrap_room=req.room, state="received", prompt_tokens=req.prompt_tokens)
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="received", prompt_tokens=req.prompt_tokens, xrid=req.client_id)
         self.enqueue(req)
         self.wake()
 

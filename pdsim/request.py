@@ -60,6 +60,7 @@ class Req:
     first_token_at: float | None = None
     leaked: bool = False
     aborted: bool = False
+    client_id: str | None = None  # the x-request-id header, when the client or router sent one
     updates: asyncio.Queue[Update] = field(default_factory=asyncio.Queue)
 
     def __post_init__(self) -> None:

@@ -116,6 +116,7 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
             body = await _body(request)
             try:
                 req = parse_request(endpoint, body, model=cfg.model, truncate_to=truncate_to)
+                req.client_id = request.headers.get("x-request-id")
                 engine.submit(req)
             except (BadRequest, TypeError, ValueError) as exc:
                 return _json(error_body(endpoint, 400, str(exc)), status=400)

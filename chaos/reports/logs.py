@@ -1,0 +1,75 @@
+"""Bring the lines of engine and router logs that concern this test's requests into its
+history, keyed by the request's op id.
+
+The workload sends each request with ``x-request-id: <op>``; smg uses that as its
+``request_id`` and forwards it; pdsim logs it as ``xrid`` on the request's first line and
+its own ``rid`` on every later state line. Real SGLang logs differ: lines that do not match
+are left out, and the reports fall back on metrics.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from chaos.history import History, LogEvent
+
+__all__ = ["LogCursor", "capture_logs", "parse_engine_line"]
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+_ROUTER_ID = re.compile(r'request_id="?([\w.-]+)"?')
+_ROUTER_TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def parse_engine_line(line: str) -> dict[str, str]:
+    """logfmt fields of a pdsim line (``event=req rid=... state=...``)."""
+    return {k: v.strip('"') for k, v in _KV.findall(line)}
+
+
+class LogCursor:
+    """Remembers where each log ended when the test began."""
+
+    def __init__(self, paths: dict[str, Path]) -> None:
+        self.paths = paths
+        self.offsets = {name: (p.stat().st_size if p.exists() else 0) for name, p in paths.items()}
+
+    def new_lines(self, name: str) -> list[str]:
+        path = self.paths[name]
+        try:
+            with open(path, "rb") as f:
+                f.seek(self.offsets[name])
+                return [_ANSI.sub("", raw.decode(errors="replace")).rstrip() for raw in f]
+        except FileNotFoundError:
+            return []
+
+
+def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
+    """Append a LogEvent per line about one of ``op_ids``; returns how many."""
+    n = 0
+    for service in cursor.paths:
+        rid_to_op: dict[str, str] = {}
+        for line in cursor.new_lines(service):
+            if service == "router":
+                m = _ROUTER_ID.search(line)
+                if not m or m.group(1) not in op_ids:
+                    continue
+                ts = _ROUTER_TS.match(line)
+                wall = time.mktime(time.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S")) if ts else history.started_wall
+                history.append(LogEvent(wall - history.started_wall, service, f"op={m.group(1)} {line}"))
+                n += 1
+                continue
+            fields = parse_engine_line(line)
+            rid = fields.get("rid")
+            if fields.get("event") != "req" or not rid:
+                continue
+            if fields.get("xrid") in op_ids:
+                rid_to_op[rid] = fields["xrid"]
+            op = rid_to_op.get(rid)
+            if op is None:
+                continue
+            wall = float(fields.get("ts", history.started_wall))
+            history.append(LogEvent(wall - history.started_wall, service, f"op={op} {line}"))
+            n += 1
+    return n

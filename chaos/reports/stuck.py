@@ -1,0 +1,110 @@
+"""Where is it stuck: for every request that did not end ``ok``, the last hop with evidence.
+
+Joins the client ledger (the op and its outcome), the router's log (did it see the
+request, did it finish it) and the engines' per-request state lines. The hop is the
+earliest pipeline stage that the request entered and never left, because that is the
+stage it could not get past; with no engine evidence, the router; with no router
+evidence, the client or a proxy before the router (where the incident's requests were).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chaos.history import History, LogEvent, Outcome
+from chaos.reports.logs import parse_engine_line
+
+__all__ = ["HOPS", "StuckRow", "where_stuck"]
+
+BEFORE_ROUTER = "client or proxy before the router"
+HOPS = (
+    BEFORE_ROUTER,
+    "router",
+    "prefill bootstrap",
+    "prefill forward",
+    "prefill inflight",
+    "decode prealloc",
+    "decode transfer",
+    "decode running",
+)
+_STATE_HOP = {
+    ("prefill", "received"): "prefill bootstrap",
+    ("prefill", "bootstrap_queue"): "prefill bootstrap",
+    ("prefill", "waiting"): "prefill forward",
+    ("prefill", "inflight"): "prefill inflight",
+    ("decode", "received"): "decode prealloc",
+    ("decode", "prealloc_queue"): "decode prealloc",
+    ("decode", "transfer_queue"): "decode transfer",
+    ("decode", "transferring"): "decode transfer",
+    ("decode", "running"): "decode running",
+}
+_TERMINAL = {"finished", "failed", "aborted"}
+_GRACE_S = 1.0  # engine lines may land a little after the client gave up
+
+
+@dataclass(frozen=True)
+class StuckRow:
+    op: str
+    who: str
+    outcome: str
+    hop: str
+    evidence: str
+
+
+def _lines_by_op(history: History) -> dict[str, list[LogEvent]]:
+    out: dict[str, list[LogEvent]] = {}
+    for ev in history.of(LogEvent):
+        op = ev.line.split(" ", 1)[0].removeprefix("op=")
+        out.setdefault(op, []).append(ev)
+    return out
+
+
+def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, bool, float]]:
+    """Per engine: (hop of the last non-terminal state, whether a terminal state followed, t)."""
+    out: dict[str, tuple[str, bool, float]] = {}
+    for e in evs:
+        if e.service == "router":
+            continue
+        state = parse_engine_line(e.line).get("state", "")
+        if state in _TERMINAL:
+            hop, _, _ = out.get(e.service, (_STATE_HOP.get((e.service, "received"), e.service), False, e.t))
+            out[e.service] = (hop, True, e.t)
+        elif (e.service, state) in _STATE_HOP:
+            out[e.service] = (_STATE_HOP[(e.service, state)], False, e.t)
+    return out
+
+
+def where_stuck(history: History) -> list[StuckRow]:
+    rows = []
+    lines = _lines_by_op(history)
+    for op in history.ops():
+        if op.outcome is Outcome.OK:
+            continue
+        end = op.complete.t if op.complete else history.end_t()
+        evs = [e for e in lines.get(op.invoke.op, []) if e.t <= end + _GRACE_S]
+        router = [e.line for e in evs if e.service == "router"]
+        router_started = any("started processing request" in ln for ln in router)
+        router_finished = any("finished processing request" in ln for ln in router)
+        stages = _engine_stages(evs)
+        ev = [f"{svc}: {'ended' if done else 'still'} in {hop} (t={t:.2f}s)" for svc, (hop, done, t) in sorted(stages.items())]
+        if router_started:
+            ev.append("router: " + ("finished it" if router_finished else "started it, never finished"))
+        open_hops = [hop for hop, done, _ in stages.values() if not done]
+        if open_hops:
+            hop = min(open_hops, key=HOPS.index)
+        elif stages:  # every engine ended it: it failed there, or was lost after them
+            failed = [hop for svc, (hop, _, _) in stages.items() if svc in _failed_services(evs)]
+            hop = min(failed, key=HOPS.index) if failed else ("router" if not router_finished else BEFORE_ROUTER)
+        elif router_started:
+            hop = "router"
+            ev.append("no engine logged it")
+        else:
+            hop = BEFORE_ROUTER
+            ev.append("neither the router nor an engine logged it")
+        who = f"{op.invoke.agent} round {op.invoke.round}" if op.invoke.agent else op.invoke.phase or "-"
+        rows.append(StuckRow(op.invoke.op, who, op.outcome.value if op.outcome else "open", hop, "; ".join(ev)))
+    return rows
+
+
+def _failed_services(evs: list[LogEvent]) -> set[str]:
+    return {e.service for e in evs if e.service != "router" and parse_engine_line(e.line).get("state") in ("failed", "aborted")}

@@ -1,0 +1,96 @@
+"""Per-test and per-run reports: result.json, timeline.png and stuck.md for each test;
+summary.md and summary.json for the run. Everything is drawn from the saved histories, so
+``pdchaos report RUN`` can draw it all again."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from chaos.history import FaultEvent, History, VerdictRecord
+from chaos.reports.stuck import where_stuck
+from chaos.reports.timeline import render_timeline
+
+__all__ = ["render_run", "result_of", "write_run_summary", "write_test_report"]
+
+
+def _faults(history: History) -> list[dict[str, Any]]:
+    by_id: dict[str, dict[str, Any]] = {}
+    for f in history.of(FaultEvent):
+        entry = by_id.setdefault(f.fault, {"fault": f.fault, "description": f.description})
+        entry[f.phase] = round(f.t, 3)
+        if f.evidence:
+            entry[f"{f.phase}_evidence"] = f.evidence
+    return list(by_id.values())
+
+
+def result_of(history: History, *, nodeid: str, outcome: str, duration_s: float, known_issue: str = "", message: str = "") -> dict[str, Any]:
+    counts = Counter(o.outcome.value if o.outcome else "open" for o in history.ops())
+    return {
+        "test": nodeid,
+        "outcome": outcome,
+        "duration_s": round(duration_s, 2),
+        "verdicts": [{"name": v.name, "status": v.status, "message": v.message} for v in history.of(VerdictRecord)],
+        "requests": dict(counts),
+        "faults": _faults(history),
+        "known_issue": known_issue,
+        "message": message,
+        "seed": history.seed,
+    }
+
+
+def _stuck_md(history: History) -> str:
+    rows = where_stuck(history)
+    if not rows:
+        return "Every request ended ok.\n"
+    out = ["| op | who | outcome | stuck at | evidence |", "|---|---|---|---|---|"]
+    out += [f"| {r.op} | {r.who} | {r.outcome} | **{r.hop}** | {r.evidence} |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def write_test_report(folder: Path, history: History, result: dict[str, Any]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "result.json").write_text(json.dumps(result, indent=2))
+    (folder / "stuck.md").write_text(f"# Where is it stuck: {result['test']}\n\n{_stuck_md(history)}")
+    if history.ops() or history.series("decode", "num_running_reqs"):
+        render_timeline(history, folder / "timeline.png", title=f"{result['test']} ({result['outcome']})")
+
+
+def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int, command: str) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "summary.json").write_text(json.dumps({"seed": seed, "command": command, "tests": results}, indent=2))
+    counts = Counter(r["outcome"] for r in results)
+    lines = [
+        f"# pd-chaos run {run_dir.name}",
+        "",
+        f"seed {seed}; " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())),
+        "",
+        "| test | outcome | s | requests | faults | failed verdicts | rerun |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        bad = "; ".join(f"{v['status']}: {v['name']}" for v in r["verdicts"] if v["status"] != "pass")
+        reqs = ", ".join(f"{k} {n}" for k, n in sorted(r["requests"].items()))
+        faults = "; ".join(f["description"] for f in r["faults"])
+        lines.append(f"| {r['test']} | {r['outcome']} | {r['duration_s']:.1f} | {reqs} | {faults} | {bad} | `pytest '{r['test']}' --seed {seed}` |")
+    issues = [r for r in results if r["known_issue"]]
+    if issues:
+        lines += ["", "## Known issues (strict xfail)", ""] + [f"- `{r['test']}` ({r['outcome']}): {r['known_issue']}" for r in issues]
+    (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def render_run(run_dir: Path) -> int:
+    """Draw every test's report again from its history.jsonl and result.json; returns count."""
+    results = []
+    for result_file in sorted(run_dir.rglob("result.json")):
+        folder = result_file.parent
+        result = json.loads(result_file.read_text())
+        history = History.load(folder / "history.jsonl")
+        history.seed = result.get("seed", 0)
+        write_test_report(folder, history, result)
+        results.append(result)
+    seed = results[0]["seed"] if results else 0
+    write_run_summary(run_dir, results, seed=seed, command="pdchaos report")
+    return len(results)

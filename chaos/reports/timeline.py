@@ -1,0 +1,83 @@
+"""One picture per test: request lanes coloured by outcome, fault windows shaded, and the
+key gauges on the same time axis (matplotlib, written as PNG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+
+from chaos.history import FaultEvent, History, Outcome  # noqa: E402
+
+__all__ = ["GAUGES", "render_timeline"]
+
+COLORS = {
+    Outcome.OK: "#2e7d32",
+    Outcome.CLEAN_ERROR: "#f9a825",
+    Outcome.TRUNCATED: "#6a1b9a",
+    Outcome.STALLED: "#c62828",
+    Outcome.CLIENT_TIMEOUT: "#d84315",
+    Outcome.CONNECTION_ERROR: "#455a64",
+    None: "#000000",
+}
+GAUGES = [
+    ("prefill", "num_prefill_bootstrap_queue_reqs", "prefill bootstrap q"),
+    ("prefill", "num_prefill_inflight_queue_reqs", "prefill inflight q"),
+    ("decode", "num_decode_prealloc_queue_reqs", "decode prealloc q"),
+    ("decode", "num_decode_transfer_queue_reqs", "decode transfer q"),
+    ("decode", "num_running_reqs", "decode running"),
+    ("router", "smg_worker_requests_active", "router in-flight"),
+]
+
+
+def _fault_windows(history: History) -> list[tuple[float, float | None, str]]:
+    starts: dict[str, tuple[float, str]] = {}
+    out = []
+    for f in history.of(FaultEvent):
+        if f.phase == "inject":
+            starts[f.fault] = (f.t, f.description)
+        elif f.phase == "healed" and f.fault in starts:
+            t0, desc = starts.pop(f.fault)
+            out.append((t0, f.t, desc))
+    out += [(t0, None, desc) for t0, desc in starts.values()]
+    return out
+
+
+def render_timeline(history: History, path: Path, *, title: str = "") -> Path:
+    ops = history.ops()
+    end = history.end_t()
+    fig, (lanes, gauges) = plt.subplots(2, 1, figsize=(12, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    for i, op in enumerate(ops):
+        stop = op.complete.t if op.complete else end
+        color = COLORS[op.outcome]
+        lanes.barh(i, stop - op.invoke.t, left=op.invoke.t, height=0.7, color=color, hatch=None if op.complete else "//", edgecolor="black" if op.complete is None else color)
+        if op.complete and op.complete.first_byte_t is not None:
+            lanes.plot([op.complete.first_byte_t], [i], marker="|", color="white", markersize=6)
+    for t0, t1, desc in _fault_windows(history):
+        for ax in (lanes, gauges):
+            ax.axvspan(t0, t1 if t1 is not None else end, color="#ef5350", alpha=0.15)
+        lanes.text(t0, len(ops) + 0.3, desc, fontsize=7, color="#b71c1c", va="bottom")
+    lanes.set_ylabel("requests")
+    lanes.set_ylim(-1, max(len(ops), 1) + 1.5)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for o, c in COLORS.items() if o is not None]
+    lanes.legend(handles, [o.value for o in COLORS if o is not None], fontsize=7, loc="upper left", ncol=6)
+    for source, metric, label in GAUGES:
+        series = history.series(source, metric)
+        if series:
+            ts, vs = zip(*series)
+            gauges.step(ts, vs, where="post", label=label, linewidth=1.2)
+    gauges.set_ylabel("gauge value")
+    gauges.set_xlabel("seconds since the test began")
+    if gauges.get_legend_handles_labels()[0]:
+        gauges.legend(fontsize=7, loc="upper right", ncol=3)
+    else:
+        gauges.text(0.5, 0.5, "no metric samples (missing, not zero)", transform=gauges.transAxes, ha="center", color="grey")
+    fig.suptitle(title or "timeline", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,81 @@
+"""Reports: the where-is-it-stuck table against histories, crafted and recorded from the
+real stack; timelines and summaries are drawn from saved files."""
+
+from __future__ import annotations
+
+import json
+
+from chaos.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome
+from chaos.reports import render_timeline, where_stuck
+from chaos.reports.logs import LogCursor, capture_logs
+from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
+from chaos.workloads import Deadlines
+
+
+def _op(h: History, op: str, outcome: Outcome | None, t1: float = 5.0) -> None:
+    h.append(Invoke(0.0, 0.0, op, "/v1/chat/completions", True, "agent0", 0))
+    if outcome is not None:
+        h.append(Complete(t1, 0.0, op, outcome))
+
+
+def _log(h: History, op: str, service: str, state: str, t: float) -> None:
+    line = f"op={op} event=req rid=r-{op}-{service} state={state}" if service != "router" else f"op={op} request_id={op} {state} processing request"
+    h.append(LogEvent(t, service, line))
+
+
+def test_hops_from_crafted_histories():
+    h = History()
+    _op(h, "nobody", Outcome.CLIENT_TIMEOUT)
+    _op(h, "router_only", Outcome.CLIENT_TIMEOUT)
+    _log(h, "router_only", "router", "started", 1.0)
+    _op(h, "pinned", Outcome.CLEAN_ERROR)
+    for svc, st, t in (("prefill", "bootstrap_queue", 1.0), ("prefill", "waiting", 1.1), ("prefill", "inflight", 1.5), ("decode", "prealloc_queue", 1.0), ("decode", "transfer_queue", 1.1)):
+        _log(h, "pinned", svc, st, t)
+    _op(h, "timed_out", Outcome.CLEAN_ERROR)
+    for svc, st, t in (("decode", "transfer_queue", 1.0), ("decode", "failed", 4.0), ("prefill", "bootstrap_queue", 1.0), ("prefill", "failed", 4.1)):
+        _log(h, "timed_out", svc, st, t)
+    _op(h, "fine", Outcome.OK)
+    rows = {r.op: r for r in where_stuck(h)}
+    assert set(rows) == {"nobody", "router_only", "pinned", "timed_out"}
+    assert rows["nobody"].hop == "client or proxy before the router"
+    assert rows["router_only"].hop == "router" and "never finished" in rows["router_only"].evidence
+    assert rows["pinned"].hop == "prefill inflight" and "decode: still in decode transfer" in rows["pinned"].evidence
+    assert rows["timed_out"].hop == "prefill bootstrap"  # both failed: the earliest stage it never got past
+
+
+def test_table_from_the_real_stack_names_the_proxy_and_the_handshake(stack, history, sampler, workload, faults, bounds):
+    """Requests stuck before the router, and in prefill's bootstrap queue, as the real
+    router's and engines' logs show them."""
+    cursor = LogCursor({name: stack.log_path(name) for name in ("prefill", "decode", "router")})
+    body = {"model": "pdsim/deterministic-1", "messages": [{"role": "user", "content": "where am i"}], "max_tokens": 2, "stream": True}
+    with faults.blackhole("client_router", stream="upstream"):
+        proxy_op = workload.request("/v1/chat/completions", body, deadlines=Deadlines(read_s=1.0, total_s=2.0)).op
+    with faults.blackhole("control", stream="upstream"):
+        handshake_op = workload.request("/v1/chat/completions", body, deadlines=Deadlines(read_s=1.5, stall_s=1.0, total_s=2.0)).op
+    capture_logs(history, cursor, {proxy_op, handshake_op})
+    rows = {r.op: r for r in where_stuck(history)}
+    assert rows[proxy_op].hop == "client or proxy before the router", rows[proxy_op]
+    assert rows[handshake_op].hop == "prefill bootstrap", rows[handshake_op]
+    assert "router: " in rows[handshake_op].evidence  # the router saw it; prefill held it
+
+
+def test_reports_are_drawn_and_redrawn_from_saved_files(tmp_path):
+    (tmp_path / "t1").mkdir()
+    h = History(path=tmp_path / "t1" / "history.jsonl")
+    h.append(FaultEvent(1.0, 0.0, "kill#1", "inject", "SIGKILL decode"))
+    _op(h, "a", Outcome.CLEAN_ERROR, 2.0)
+    h.append(FaultEvent(3.0, 0.0, "kill#1", "healed", "SIGKILL decode"))
+    h.close()
+    result = result_of(h, nodeid="suites/x.py::t1", outcome="failed", duration_s=3.0)
+    write_test_report(tmp_path / "t1", h, result)
+    write_run_summary(tmp_path, [result], seed=7, command="pytest")
+    assert (tmp_path / "t1" / "timeline.png").stat().st_size > 1000
+    assert "pytest 'suites/x.py::t1' --seed 7" in (tmp_path / "summary.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text())["tests"][0]["faults"][0]["healed"] == 3.0
+    (tmp_path / "t1" / "timeline.png").unlink()
+    assert render_run(tmp_path) == 1 and (tmp_path / "t1" / "timeline.png").exists()
+
+
+def test_timeline_of_an_empty_history(tmp_path):
+    assert render_timeline(History(), tmp_path / "empty.png").exists()
+
