@@ -26,16 +26,21 @@ def _deadlines(bounds) -> Deadlines:
     return Deadlines(read_s=bounds.slack_s * 4, stall_s=bounds.slack_s * 2, total_s=bounds.slack_s * 6)
 
 
+def _talk_holds(bounds, *, failures: set[Outcome]) -> list[v.Check]:
+    """What every conversation here must show: rounds end in time, only the allowed
+    failures, prompts growing every round, replies equal to the baseline's."""
+    return [
+        v.every_request_terminal(within_s=_deadlines(bounds).total_s + 1),
+        v.outcomes_in(failures),
+        v.context_grows(),
+        v.replies_match_baseline(),
+    ]
+
+
 def test_clean_conversations(stack, history, workload, bounds):
     workload.conversations(**TALK, phase="baseline").run()
     workload.conversations(**TALK, deadlines=_deadlines(bounds), phase="clean").run()
-    v.expect(
-        history,
-        v.every_request_terminal(within_s=_deadlines(bounds).total_s),
-        v.outcomes_in(set()),
-        v.context_grows(),
-        v.replies_match_baseline(),
-    )
+    v.expect(history, *_talk_holds(bounds, failures=set()))
 
 
 def test_keepalive_connections_reset_between_rounds(stack, history, sampler, workload, faults, bounds):
@@ -47,14 +52,7 @@ def test_keepalive_connections_reset_between_rounds(stack, history, sampler, wor
     with faults.down("client_router", when=requests_done(history, 6, phase="fault")):
         pass  # every keep-alive connection is closed under the agents, mid-conversation
     convo.join()
-    v.expect(
-        history,
-        v.every_request_terminal(within_s=_deadlines(bounds).total_s + 1),
-        v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}),
-        v.context_grows(),
-        v.replies_match_baseline(),
-        v.recovers(within_s=bounds.recovery_s),
-    )
+    v.expect(history, *_talk_holds(bounds, failures={Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}), v.recovers(within_s=bounds.recovery_s))
 
 
 def test_latency_during_rounds(stack, history, sampler, workload, faults, bounds):
@@ -62,10 +60,4 @@ def test_latency_during_rounds(stack, history, sampler, workload, faults, bounds
     with faults.latency("client_router", 300):
         workload.conversations(**TALK, deadlines=_deadlines(bounds), phase="fault").run()
     workload.probe_until_ok(within_s=bounds.recovery_s)
-    v.expect(
-        history,
-        v.every_request_terminal(within_s=_deadlines(bounds).total_s),
-        v.outcomes_in(set()),
-        v.context_grows(),
-        v.replies_match_baseline(),
-    )
+    v.expect(history, *_talk_holds(bounds, failures=set()))

@@ -39,7 +39,6 @@ _STATE_HOP = {
     ("decode", "running"): "decode running",
 }
 _TERMINAL = {"finished", "failed", "aborted"}
-_GRACE_S = 1.0  # engine lines may land a little after the client gave up
 
 
 @dataclass(frozen=True)
@@ -80,8 +79,7 @@ def where_stuck(history: History) -> list[StuckRow]:
     for op in history.ops():
         if op.outcome is Outcome.OK:
             continue
-        end = op.complete.t if op.complete else history.end_t()
-        evs = [e for e in lines.get(op.invoke.op, []) if e.t <= end + _GRACE_S]
+        evs = lines.get(op.invoke.op, [])  # all of it: a leg the engines still hold after the client gave up is where it is stuck
         router = [e.line for e in evs if e.service == "router"]
         router_started = any("started processing request" in ln for ln in router)
         router_finished = any("finished processing request" in ln for ln in router)
