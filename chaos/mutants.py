@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -90,6 +90,12 @@ def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_a
     return MutantResult(defect, killed, failed, round(seconds, 1), verdict, rc, str(log), passed)
 
 
+def _progress(r: MutantResult, done: int, total: int) -> None:
+    """One line per finished run, so a ten-minute matrix is never silent."""
+    state = ("FAILED" if r.killed else "passed") if r.defect == "clean" else ("killed" if r.killed else "SURVIVED")
+    print(f"[{done}/{total}] {r.defect}: {state} in {r.seconds:.0f} s {r.verdict[:100]}", flush=True)
+
+
 def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: int, suites: str = "suites", extra_args: list[str] | None = None, timeout_s: float = 900) -> list[MutantResult]:
     names = defect_names()
     unknown = [n for n in (only or []) if n not in names and n != "clean"]
@@ -99,12 +105,17 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = extra_args or []
     results = []
+    total = len(chosen) + (1 if not only or "clean" in only else 0)
     if not only or "clean" in only:  # alone, so that its timing is undisturbed
         results.append(_run_one("clean", port_base=port_base, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s))
+        _progress(results[-1], 1, total)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futs = [pool.submit(_run_one, d, port_base=port_base + (i + 1) * _PORT_STRIDE, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s) for i, d in enumerate(chosen)]
-        results += [f.result() for f in futs]
-    return results
+        for fut in as_completed(futs):
+            _progress(fut.result(), len(results) + 1, total)
+            results.append(fut.result())
+    order = {name: i for i, name in enumerate(["clean", *chosen])}
+    return sorted(results, key=lambda r: order[r.defect])
 
 
 def matrix_ok(results: list[MutantResult]) -> bool:
