@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
 from chaos.procs import alive
 from chaos.stack import StackConfig, StackInfo
@@ -56,6 +57,7 @@ def _mutants(args: argparse.Namespace) -> int:
     import time
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from chaos.mutants import matrix_ok, run_matrix, to_json, to_markdown
@@ -68,7 +70,7 @@ def _mutants(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for r in results:
         state = ("FAILED" if r.killed else "passed") if r.defect == "clean" else ("killed" if r.killed else "SURVIVED")
-        table.add_row(r.defect, state, r.tests_failed[0] if r.tests_failed else "", r.verdict[:120], f"{r.seconds:.0f}")
+        table.add_row(r.defect, state, escape(r.tests_failed[0] if r.tests_failed else ""), escape(r.verdict[:120]), f"{r.seconds:.0f}")
     Console(width=200).print(table)
     (out / "summary.md").write_text(f"# Kill matrix\n\n{to_markdown(results)}")
     if args.json:
@@ -80,6 +82,7 @@ def _mutants(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    terminate_as_interrupt()
     try:
         if args.command == "up":
             stack = EmbeddedStack.up(StackConfig(port_base=args.port_base, state_dir=args.state_dir))

@@ -19,6 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from chaos.bounds import Bounds
+from chaos.cleanup import reap_orphans, register, shielded, terminate_as_interrupt, unregister
 from chaos.errors import TargetError
 from chaos.faults import Faults
 from chaos.history import History
@@ -63,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
     seed = config.getoption("--seed")
     config.stash[_SEED] = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
     config.stash[_RESULTS] = []
+    terminate_as_interrupt()
+    reap_orphans()
     if not os.environ.get("PYTEST_XDIST_WORKER") and getattr(config.option, "xmlpath", None) is None:
         config.option.xmlpath = str(_run_dir(config) / "junit.xml")
 
@@ -84,6 +87,7 @@ class StackFactory:
         cfg = StackConfig(port_base=base, state_dir=self._root / f"stack-{base}", defects=defects)
         if timeouts is not None:
             cfg = replace(cfg, timeouts=timeouts)
+        register(cfg.state_dir)
         stack = EmbeddedStack.up(replace(cfg, **overrides))
         self._stacks.append(stack)
         return stack
@@ -91,15 +95,20 @@ class StackFactory:
     def stop(self, stack: EmbeddedStack) -> None:
         if stack in self._stacks:
             self._stacks.remove(stack)
-            stack.down()
+            with shielded():
+                stack.down()
+                unregister(Path(stack.info.state_dir))
 
     def stop_all(self) -> None:
         errors = []
-        while self._stacks:
-            try:
-                self._stacks.pop().down()
-            except Exception as exc:  # keep stopping the others
-                errors.append(exc)
+        with shielded():  # a second Ctrl-C must not cut the teardown short
+            while self._stacks:
+                stack = self._stacks.pop()
+                try:
+                    stack.down()
+                    unregister(Path(stack.info.state_dir))
+                except Exception as exc:  # keep stopping the others
+                    errors.append(exc)
         if errors:
             raise errors[0]
 
@@ -219,6 +228,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
     if not results:
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"pd-chaos: {len(results)} tests with histories (seed {config.stash[_SEED]})")
@@ -227,7 +237,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
     for r in results:
         bad = "; ".join(v["name"].split("(")[0] for v in r["verdicts"] if v["status"] != "pass")
         reqs = " ".join(f"{k}={n}" for k, n in sorted(r["requests"].items()))
-        table.add_row(r["test"].split("::")[-1], r["outcome"], f"{r['duration_s']:.1f}", reqs, bad)
+        table.add_row(escape(r["test"].split("::")[-1]), r["outcome"], f"{r['duration_s']:.1f}", escape(reqs), escape(bad))
     Console(file=terminalreporter._tw._file, width=160).print(table)
     terminalreporter.write_line(f"reports: {_run_dir(config)}")
 
@@ -253,7 +263,8 @@ def faults(stack: EmbeddedStack, history: History, sampler: Sampler) -> Iterator
         yield f
     finally:
         try:
-            f.heal_all()
+            with shielded():
+                f.heal_all()
         finally:
             client.close()
 

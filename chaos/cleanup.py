@@ -1,0 +1,98 @@
+"""Nothing the rig starts may outlive it: Ctrl-C, SIGTERM, a second Ctrl-C, or a crash.
+
+* ``terminate_as_interrupt()`` makes SIGTERM behave as Ctrl-C, so teardown runs.
+* ``shielded()`` holds off SIGINT and SIGTERM while a cleanup runs, so a second Ctrl-C
+  cannot cut a teardown in half.
+* Each process that starts stacks lists their state folders in
+  ``.pdchaos/sessions/<pid>.txt``; ``reap_orphans()`` (run when a new session starts)
+  stops the stacks of sessions whose process is gone: a crashed run's leftovers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import Iterator
+
+from chaos.errors import ConfigError, TargetError
+from chaos.procs import alive, stop_group
+from chaos.stack import StackInfo
+from chaos.tools import REPO_ROOT
+
+__all__ = ["register", "reap_orphans", "shielded", "terminate_as_interrupt", "unregister"]
+
+SESSIONS = Path(os.environ.get("PDCHAOS_SESSIONS_DIR", REPO_ROOT / ".pdchaos" / "sessions"))
+
+
+def _ledger(pid: int | None = None) -> Path:
+    return SESSIONS / f"{pid or os.getpid()}.txt"
+
+
+def register(state_dir: Path) -> None:
+    SESSIONS.mkdir(parents=True, exist_ok=True)
+    with open(_ledger(), "a") as f:
+        f.write(f"{Path(state_dir).resolve()}\n")
+
+
+def unregister(state_dir: Path) -> None:
+    ledger = _ledger()
+    if not ledger.exists():
+        return
+    keep = [ln for ln in ledger.read_text().splitlines() if ln and ln != str(Path(state_dir).resolve())]
+    if keep:
+        ledger.write_text("\n".join(keep) + "\n")
+    else:
+        ledger.unlink(missing_ok=True)
+
+
+def reap_orphans() -> list[str]:
+    """Stop every stack listed by a session whose process has died; returns what was reaped."""
+    reaped: list[str] = []
+    if not SESSIONS.is_dir():
+        return reaped
+    for ledger in SESSIONS.glob("*.txt"):
+        try:
+            owner = int(ledger.stem)
+        except ValueError:
+            continue
+        if owner == os.getpid() or alive(owner):
+            continue
+        for line in ledger.read_text().splitlines():
+            try:
+                info = StackInfo.load(Path(line))
+            except ConfigError:
+                continue
+            for name, svc in info.services.items():
+                if alive(int(svc["pid"])):
+                    with contextlib.suppress(TargetError):
+                        stop_group(int(svc["pid"]), grace_s=1.0)
+                    reaped.append(f"{name} (pid {svc['pid']}) of {line}")
+            info.path.unlink(missing_ok=True)
+        ledger.unlink(missing_ok=True)
+    return reaped
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def terminate_as_interrupt() -> None:
+    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM for the duration of a cleanup (main thread only)."""
+    try:
+        old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: nothing to shield
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)

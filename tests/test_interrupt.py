@@ -1,0 +1,79 @@
+"""Ctrl-C (twice), SIGTERM and a crash in the middle of a scenario leave nothing running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.ports import PortAllocator
+from chaos.procs import alive
+from chaos.tools import REPO_ROOT
+from chaos.wait import wait_until
+
+SCENARIO = "suites/test_kv_link.py::test_slow_kv_link_is_not_stuck"
+
+
+def _start(tmp_path: Path, base: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions"), "PDCHAOS_RUN_ID": "interrupt"}
+    args = [sys.executable, "-m", "pytest", SCENARIO, "-q", "-p", "no:cacheprovider", f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}", f"--basetemp={tmp_path / 'tmp'}", "--junitxml=" + str(tmp_path / "j.xml")]
+    return subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def _fault_active(tmp_path: Path) -> bool:
+    return any('"phase":"verified"' in p.read_text() for p in (tmp_path / "reports").rglob("history.jsonl"))
+
+
+def _stack_pids(tmp_path: Path) -> list[int]:
+    pids = []
+    for ledger in (tmp_path / "sessions").glob("*.txt"):
+        for line in ledger.read_text().splitlines():
+            info = json.loads((Path(line) / "stack.json").read_text())
+            pids += [int(s["pid"]) for s in info["services"].values()]
+    return pids
+
+
+@pytest.fixture
+def base(pytestconfig) -> int:
+    return PortAllocator(pytestconfig.getoption("--port-base") + 11000).next_base()
+
+
+@pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT), (signal.SIGTERM,)], ids=["ctrl-c", "ctrl-c-twice", "sigterm"])
+def test_interrupt_mid_fault_stops_everything(tmp_path, base, signals):
+    proc = _start(tmp_path, base)
+    try:
+        wait_until(lambda: _fault_active(tmp_path), timeout_s=60, what="the scenario's fault is in place")
+        pids = _stack_pids(tmp_path)
+        assert pids and all(alive(p) for p in pids)
+        for sig in signals:
+            proc.send_signal(sig)
+            time.sleep(0.3)  # a human's second Ctrl-C comes a moment later
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not [p for p in pids if alive(p)]
+    assert not list((tmp_path / "sessions").glob("*.txt"))  # the session cleaned its ledger
+
+
+def test_a_crashed_runs_leftovers_are_reaped_by_the_next(tmp_path, base):
+    proc = _start(tmp_path, base)
+    try:
+        wait_until(lambda: _fault_active(tmp_path), timeout_s=60, what="the scenario's fault is in place")
+        pids = _stack_pids(tmp_path)
+        os.kill(proc.pid, signal.SIGKILL)  # pytest dies; its stack does not
+        proc.wait(timeout=10)
+        assert all(alive(p) for p in pids)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
+    reaped = subprocess.run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(len(reap_orphans()))"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert reaped.stdout.strip() == str(len(pids)), reaped.stderr
+    assert not [p for p in pids if alive(p)]
