@@ -1,0 +1,50 @@
+"""Run the clean suite N times and report failures per test (the flake rate).
+
+Run: ``.venv/bin/python bench/flake.py 10``. Each run is its own pytest process with its
+own stacks; a test that fails in any run is listed with its count and first verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from chaos.mutants import _parse_junit  # noqa: E402  (the repo is on the path first)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("runs", type=int, nargs="?", default=10)
+    ap.add_argument("--port-base", type=int, default=47000)
+    ap.add_argument("--suites", default="suites")
+    args = ap.parse_args()
+    failures: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    walls = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.runs):
+            junit = Path(tmp) / f"run{i}.xml"
+            t0 = time.monotonic()
+            subprocess.run([sys.executable, "-m", "pytest", args.suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=1800)
+            walls.append(time.monotonic() - t0)
+            failed, verdict, passed = _parse_junit(junit)
+            for test in failed:
+                failures[test] += 1
+                first.setdefault(test, verdict)
+            print(f"run {i + 1}/{args.runs}: {passed} passed, {len(failed)} failed in {walls[-1]:.0f} s", flush=True)
+    print(f"\n{args.runs} runs, {sum(failures.values())} failures, mean wall {sum(walls) / len(walls):.0f} s")
+    for test, n in failures.most_common():
+        print(f"  {n}/{args.runs}  {test}  {first[test][:160]}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
