@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from chaos.mutants import _parse_junit  # noqa: E402  (the repo is on the path first)
+from chaos.mutants import parse_junit  # noqa: E402  (the repo is on the path first)
 
 
 def main() -> int:
@@ -35,7 +35,7 @@ def main() -> int:
             t0 = time.monotonic()
             subprocess.run([sys.executable, "-m", "pytest", args.suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=1800)
             walls.append(time.monotonic() - t0)
-            failed, verdict, passed = _parse_junit(junit)
+            failed, verdict, passed = parse_junit(junit)
             for test in failed:
                 failures[test] += 1
                 first.setdefault(test, verdict)

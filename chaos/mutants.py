@@ -22,7 +22,7 @@ from pathlib import Path
 from chaos.errors import ConfigError
 from chaos.tools import REPO_ROOT
 
-__all__ = ["MutantResult", "defect_names", "run_matrix"]
+__all__ = ["MutantResult", "defect_names", "matrix_ok", "parse_junit", "run_matrix", "to_json", "to_markdown"]
 
 _VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
 _PORT_STRIDE = 600  # port range per run: room for the stacks one pytest session starts
@@ -46,7 +46,7 @@ def defect_names() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
-def _parse_junit(path: Path) -> tuple[list[str], str, int]:
+def parse_junit(path: Path) -> tuple[list[str], str, int]:
     """(failed test ids, first failing verdict or error line, passed count)."""
     try:
         root = ET.parse(path).getroot()
@@ -83,7 +83,7 @@ def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_a
         except subprocess.TimeoutExpired:
             rc = -1
     seconds = time.monotonic() - t0
-    failed, verdict, passed = _parse_junit(junit)
+    failed, verdict, passed = parse_junit(junit)
     if rc == -1:
         verdict = verdict or f"run exceeded {timeout_s:g}s"
     killed = rc != 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chaos.mutants import MutantResult, _parse_junit, matrix_ok, to_json, to_markdown
+from chaos.mutants import MutantResult, parse_junit, matrix_ok, to_json, to_markdown
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="3">
@@ -16,14 +16,14 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 def test_parse_junit_names_the_first_failing_test_and_verdict(tmp_path):
     path = tmp_path / "r.xml"
     path.write_text(JUNIT)
-    failed, verdict, passed = _parse_junit(path)
+    failed, verdict, passed = parse_junit(path)
     assert failed == ["suites/test_kv_link.py::test_stuck[crawl]"]
     assert verdict == "[FAIL] watchdog_fired(decode waiting): did not rise"
     assert passed == 1
 
 
 def test_parse_junit_without_a_file(tmp_path):
-    assert _parse_junit(tmp_path / "missing.xml") == ([], "no JUnit XML written", 0)
+    assert parse_junit(tmp_path / "missing.xml") == ([], "no JUnit XML written", 0)
 
 
 def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():
