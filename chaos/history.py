@@ -1,5 +1,5 @@
 """One time-ordered record per test (Jepsen's history): client operations, faults, metric
-samples, trigger firings and log events. Verdicts are pure functions of it; reports draw it.
+samples, trigger firings, log events and verdicts. Verdicts are pure functions of it; reports draw it.
 
 Records are frozen dataclasses appended as JSONL as they happen, so an interrupted run keeps
 what it saw. Times: ``t`` is seconds on the monotonic clock since the history began, ``wall``
@@ -23,7 +23,6 @@ __all__ = [
     "History",
     "Invoke",
     "LogEvent",
-    "Mark",
     "Op",
     "Outcome",
     "Sample",
@@ -116,15 +115,6 @@ class LogEvent:
 
 
 @dataclass(frozen=True)
-class Mark:
-    """A named moment the scenario chose (phase boundaries)."""
-
-    t: float
-    name: str
-    kind: str = "mark"
-
-
-@dataclass(frozen=True)
 class VerdictRecord:
     """A verdict as judged at the end of the test, kept so reports can be re-rendered."""
 
@@ -135,8 +125,8 @@ class VerdictRecord:
     kind: str = "verdict"
 
 
-Record = Invoke | Chunk | Complete | FaultEvent | Sample | TriggerFired | LogEvent | Mark | VerdictRecord
-_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, Mark, VerdictRecord)}  # type: ignore[attr-defined]
+Record = Invoke | Chunk | Complete | FaultEvent | Sample | TriggerFired | LogEvent | VerdictRecord
+_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, VerdictRecord)}  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -195,9 +185,6 @@ class History:
                 self._file.write(_encode(rec) + "\n")
         return rec
 
-    def mark(self, name: str) -> Mark:
-        return self.append(Mark(self.now(), name))  # type: ignore[return-value]
-
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
@@ -245,6 +232,3 @@ class History:
 
     def series(self, source: str, metric: str) -> list[tuple[float, float]]:
         return [(s.t, s.values[metric]) for s in self.of(Sample) if s.source == source and metric in s.values]
-
-    def marks(self, name: str) -> list[float]:
-        return [m.t for m in self.of(Mark) if m.name == name]

@@ -11,7 +11,7 @@ import pytest
 from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
 from chaos.toxiproxy import Toxic
-from chaos.triggers import gauge, log_line
+from chaos.triggers import bytes_crossed, gauge, log_line
 
 
 def phases(history) -> list[str]:
@@ -102,6 +102,11 @@ def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
 def test_trigger_that_never_holds_names_its_signal(stack, faults):
     with pytest.raises(TriggerTimeout, match=r"decode:num_decode_transfer_queue_reqs > 1000.*last value: 0.0"):
         faults.wait(gauge("decode", "num_decode_transfer_queue_reqs") > 1000, deadline_s=0.5)
+
+
+def test_bytes_crossed_trigger_reads_toxiproxy_counters(stack, faults, workload):
+    workload.request("/generate", {"text": "bytes " * 50, "sampling_params": {"max_new_tokens": 2}})
+    assert float(faults.wait(bytes_crossed("kv") > 0, deadline_s=5)) >= 50 * 1024  # 1 KB of KV per token
 
 
 def test_log_line_trigger(stack, faults, workload):
