@@ -1,8 +1,10 @@
 """Nothing the rig starts may outlive it: Ctrl-C, SIGTERM, a second Ctrl-C, or a crash.
 
-* ``terminate_as_interrupt()`` makes SIGTERM behave as Ctrl-C, so teardown runs.
-* ``shielded()`` holds off SIGINT and SIGTERM while a cleanup runs, so a second Ctrl-C
-  cannot cut a teardown in half.
+* ``terminate_as_interrupt()`` makes SIGTERM behave as Ctrl-C, and makes only the first
+  of them count: later ones are ignored (with a note) while teardown heals and stops
+  everything, so a second Ctrl-C cannot cut it in half. Every rig wait is bounded, so the
+  teardown is too; SIGKILL still works, and the next session reaps what it leaves.
+* ``shielded()`` holds off SIGINT and SIGTERM while a cleanup runs.
 * Each process that starts stacks lists their state folders in
   ``.pdchaos/sessions/<pid>.txt``; ``reap_orphans()`` (run when a new session starts)
   stops the stacks of sessions whose process is gone: a crashed run's leftovers.
@@ -74,13 +76,20 @@ def reap_orphans() -> list[str]:
     return reaped
 
 
+def _cleaning_up(signum: int, frame: object) -> None:
+    os.write(2, b"\npd-chaos: cleaning up (healing faults, stopping stacks); further interrupts are ignored\n")
+
+
 def _raise_interrupt(signum: int, frame: object) -> None:
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _cleaning_up)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def terminate_as_interrupt() -> None:
-    """SIGTERM raises KeyboardInterrupt in the main thread, as Ctrl-C does."""
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    """SIGINT and SIGTERM raise KeyboardInterrupt in the main thread, once."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _raise_interrupt)
 
 
 @contextlib.contextmanager

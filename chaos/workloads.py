@@ -18,9 +18,8 @@ import json
 import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
@@ -218,6 +217,35 @@ class Client:
         return Reply(op, parse.outcome(stream=stream), status, parse.text, parse.error, parse.prompt_tokens, parse.completion_tokens)
 
 
+class _Background:
+    """Daemon threads, one per named job: an interrupted run never waits for its agents
+    at exit (ThreadPoolExecutor's workers would hold the interpreter open)."""
+
+    def __init__(self, jobs: dict[str, Callable[[], Any]]) -> None:
+        self._results: dict[str, Any] = {}
+        self._errors: dict[str, BaseException] = {}
+        self._threads = [threading.Thread(target=self._run, args=(name, fn), name=name, daemon=True) for name, fn in jobs.items()]
+        for t in self._threads:
+            t.start()
+
+    def _run(self, name: str, fn: Callable[[], Any]) -> None:
+        try:
+            self._results[name] = fn()
+        except BaseException as exc:  # handed to join(), which re-raises it
+            self._errors[name] = exc
+
+    def join(self, timeout_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        late = [t.name for t in self._threads if t.is_alive()]
+        if late:
+            raise TimeoutError(f"{', '.join(late)} still running after {timeout_s:g}s")
+        if self._errors:
+            raise next(iter(self._errors.values()))
+        return {t.name: self._results[t.name] for t in self._threads}
+
+
 @dataclass
 class Conversation:
     """``agents`` agents in parallel, ``rounds`` rounds each, growing context, keep-alive."""
@@ -237,17 +265,12 @@ class Conversation:
 
     def start(self) -> "Conversation":
         """Start every agent in the background; ``join`` waits for them."""
-        self._pool = ThreadPoolExecutor(max_workers=self.agents, thread_name_prefix="agent")
-        self._futures = {f"agent{i}": self._pool.submit(self._agent, f"agent{i}") for i in range(self.agents)}
+        self._runner = _Background({f"agent{i}": (lambda name=f"agent{i}": self._agent(name)) for i in range(self.agents)})
         return self
 
     def join(self) -> dict[str, list[Reply]]:
         """Wait for every agent; bounded, since each request is bounded by its deadlines."""
-        budget = self.rounds * (self.retries + 1) * (self.deadlines.total_s + 1) + 5
-        try:
-            self.replies = {name: fut.result(timeout=budget) for name, fut in self._futures.items()}
-        finally:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        self.replies = self._runner.join(self.rounds * (self.retries + 1) * (self.deadlines.total_s + 1) + 5)
         return self.replies
 
     def run(self) -> dict[str, list[Reply]]:
@@ -310,8 +333,8 @@ class Workload:
             finally:
                 client.close()
 
-        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="abort") as pool:
-            return list(pool.map(one, range(n), timeout=self.deadlines.total_s + 5))
+        done = _Background({str(i): (lambda i=i: one(i)) for i in range(n)}).join(self.deadlines.total_s + 5)
+        return [done[str(i)] for i in range(n)]
 
     def probe_until_ok(self, *, within_s: float, interval_s: float = 0.25) -> Reply:
         """Fresh short requests (phase "probe") until one succeeds or ``within_s`` passes."""

@@ -8,6 +8,7 @@ import signal
 import httpx
 import pytest
 
+from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
 from chaos.toxiproxy import Toxic
@@ -62,9 +63,12 @@ def test_freeze_is_healed_after_an_exception(stack, faults, history):
 
 
 def test_toxic_is_healed_after_sigint(stack, faults):
-    with pytest.raises(KeyboardInterrupt):
-        with faults.blackhole("client_router"):
-            os.kill(os.getpid(), signal.SIGINT)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with faults.blackhole("client_router"):
+                os.kill(os.getpid(), signal.SIGINT)
+    finally:
+        terminate_as_interrupt()  # the first interrupt disarms later ones; re-arm for the session
     assert faults.toxiproxy.toxics("client_router") == []
     assert httpx.get(stack.info.endpoints["client"] + "/health", timeout=2).status_code == 200
 

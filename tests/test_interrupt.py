@@ -22,8 +22,21 @@ SCENARIO = "suites/test_kv_link.py::test_slow_kv_link_is_not_stuck"
 
 def _start(tmp_path: Path, base: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions"), "PDCHAOS_RUN_ID": "interrupt"}
-    args = [sys.executable, "-m", "pytest", SCENARIO, "-q", "-p", "no:cacheprovider", f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}", f"--basetemp={tmp_path / 'tmp'}", "--junitxml=" + str(tmp_path / "j.xml")]
-    return subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    args = [sys.executable, "-X", "faulthandler", "-m", "pytest", SCENARIO, "-q", "-p", "no:cacheprovider", f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}", f"--basetemp={tmp_path / 'tmp'}", "--junitxml=" + str(tmp_path / "j.xml")]
+    log = open(tmp_path / "child.log", "wb")
+    return subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_or_explain(proc: subprocess.Popen[bytes], tmp_path: Path, timeout_s: float) -> None:
+    """Wait for the child; if it hangs, make it dump every thread's stack (faulthandler on
+    SIGABRT) and fail with that dump, so a hang is diagnosable from the CI log alone."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        proc.wait(timeout=10)
+        tail = (tmp_path / "child.log").read_text(errors="replace")[-6000:]
+        pytest.fail(f"the interrupted pytest did not exit within {timeout_s:g}s; its output and thread dump:\n{tail}")
 
 
 def _fault_active(tmp_path: Path) -> bool:
@@ -54,7 +67,7 @@ def test_interrupt_mid_fault_stops_everything(tmp_path, base, signals):
         for sig in signals:
             proc.send_signal(sig)
             time.sleep(0.3)  # a human's second Ctrl-C comes a moment later
-        proc.wait(timeout=60)
+        _wait_or_explain(proc, tmp_path, 60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
