@@ -49,6 +49,7 @@ class PrefillEngine(Engine):
         self.inflight: list[Req] = []
         self.by_room: dict[int, Req] = {}
         self._pending_meta: dict[int, tuple[float, str, asyncio.StreamWriter]] = {}
+        self._pending_abort: dict[int, float] = {}  # ABORTs that came before their request
         self._decode_link: dict[str, asyncio.StreamWriter] = {}
         self._kv_addr: dict[str, str] = {}
         self._transfers: dict[str, asyncio.Task[None]] = {}
@@ -84,7 +85,9 @@ class PrefillEngine(Engine):
                     self._on_meta(room, str(header["kv_addr"]), writer)
                 elif kind == "ABORT":
                     req = self.by_room.get(room)
-                    if req is not None and req.status.poll is not KVPoll.Success:
+                    if req is None:  # decode gave up before our leg arrived: fail it on arrival
+                        self._pending_abort[room] = time.monotonic()
+                    elif req.status.poll is not KVPoll.Success:
                         req.status.fail("Aborted by AbortReq.")
                         log_event("req", rid=req.rid, bootstrap_room=room, state="abort_from_decode")
                         self.wake()
@@ -127,6 +130,9 @@ class PrefillEngine(Engine):
         pending = self._pending_meta.pop(req.room, None)
         if pending is not None:
             self._attach_decode(req, pending[1], pending[2])
+        if self._pending_abort.pop(req.room, None) is not None:
+            req.status.fail("Aborted by AbortReq.")
+            log_event("req", rid=req.rid, bootstrap_room=req.room, state="abort_from_decode")
 
     def tick(self, now: float, *, check_timeouts: bool) -> None:
         if check_timeouts:
@@ -169,6 +175,8 @@ class PrefillEngine(Engine):
         cutoff = now - _PENDING_META_TTL_S
         for room in [r for r, (t, _, _) in self._pending_meta.items() if t < cutoff]:
             del self._pending_meta[room]
+        for room in [r for r, t in self._pending_abort.items() if t < cutoff]:
+            del self._pending_abort[room]
 
     def _check_timeouts(self, now: float) -> None:
         if not self.cfg.has(Defect.NO_BOOTSTRAP_TIMEOUT):

@@ -30,7 +30,8 @@ def test_decode_killed_mid_transfer_then_restarted_alone(stack, history, sampler
     workload.conversations(**CONVERSATION, deadlines=deadlines, phase="baseline").run()
 
     convo = workload.conversations(**CONVERSATION, **RETRIES, deadlines=deadlines, phase="fault").start()
-    with faults.kill("decode", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
+    # every agent's first round waits for its KV: prefill has a long batch ahead of it
+    with faults.kill("decode", when=gauge("decode", "num_decode_transfer_queue_reqs") >= CONVERSATION["agents"]):
         pass  # leaving the block restarts decode alone; prefill keeps running
     convo.join()
     workload.probe_until_ok(within_s=bounds.recovery_s)
