@@ -69,8 +69,7 @@ def _mutants(args: argparse.Namespace) -> int:
     for col in ("defect", "result", "first failing test", "verdict", "s"):
         table.add_column(col, overflow="fold")
     for r in results:
-        state = ("FAILED" if r.killed else "passed") if r.defect == "clean" else ("killed" if r.killed else "SURVIVED")
-        table.add_row(r.defect, state, escape(r.tests_failed[0] if r.tests_failed else ""), escape(r.verdict[:120]), f"{r.seconds:.0f}")
+        table.add_row(r.defect, r.state, escape(r.tests_failed[0] if r.tests_failed else ""), escape(r.verdict[:120]), f"{r.seconds:.0f}")
     Console(width=200).print(table)
     (out / "summary.md").write_text(f"# Kill matrix\n\n{to_markdown(results)}")
     if args.json:

@@ -16,7 +16,7 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from chaos.errors import ConfigError
@@ -38,7 +38,17 @@ class MutantResult:
     returncode: int = 0
     log: str = ""
     passed: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def as_expected(self) -> bool:
+        """The clean run passes; a defect run is killed."""
+        return not self.killed if self.defect == "clean" else self.killed
+
+    @property
+    def state(self) -> str:
+        if self.defect == "clean":
+            return "FAILED" if self.killed else "passed"
+        return "killed" if self.killed else "SURVIVED"
 
 
 def defect_names() -> list[str]:
@@ -92,8 +102,7 @@ def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_a
 
 def _progress(r: MutantResult, done: int, total: int) -> None:
     """One line per finished run, so a ten-minute matrix is never silent."""
-    state = ("FAILED" if r.killed else "passed") if r.defect == "clean" else ("killed" if r.killed else "SURVIVED")
-    print(f"[{done}/{total}] {r.defect}: {state} in {r.seconds:.0f} s {r.verdict[:100]}", flush=True)
+    print(f"[{done}/{total}] {r.defect}: {r.state} in {r.seconds:.0f} s {r.verdict[:100]}", flush=True)
 
 
 def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: int, suites: str = "suites", extra_args: list[str] | None = None, timeout_s: float = 900) -> list[MutantResult]:
@@ -120,7 +129,7 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
 
 def matrix_ok(results: list[MutantResult]) -> bool:
     """Clean passes (if it ran) and every defect is killed."""
-    return all((not r.killed) if r.defect == "clean" else r.killed for r in results)
+    return all(r.as_expected for r in results)
 
 
 def to_json(results: list[MutantResult]) -> str:
@@ -130,10 +139,9 @@ def to_json(results: list[MutantResult]) -> str:
 def to_markdown(results: list[MutantResult]) -> str:
     lines = ["| defect | result | first failing test | verdict | seconds |", "|---|---|---|---|---|"]
     for r in results:
-        if r.defect == "clean":
-            state = "**FAILED**" if r.killed else f"passed ({r.passed} tests)"
-        else:
-            state = "killed" if r.killed else "**SURVIVED**"
+        state = r.state if r.as_expected else f"**{r.state}**"
+        if r.defect == "clean" and r.as_expected:
+            state += f" ({r.passed} tests)"
         test = r.tests_failed[0] if r.tests_failed else ""
         lines.append(f"| {r.defect} | {state} | {test} | {r.verdict.replace('|', '/')[:160]} | {r.seconds:.0f} |")
     return "\n".join(lines) + "\n"

@@ -29,7 +29,7 @@ from pdsim.kvpoll import KVPoll
 from pdsim.model import EOS_ID, detokenize, next_token
 from pdsim.reqlog import log_event
 from pdsim.request import Req, Update
-from pdsim.wire import read_frame, split_addr, write_frame
+from pdsim.wire import read_frame, write_frame
 
 __all__ = ["DecodeEngine"]
 

@@ -58,18 +58,19 @@ def _lines_by_op(history: History) -> dict[str, list[LogEvent]]:
     return out
 
 
-def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, bool, float]]:
-    """Per engine: (hop of the last non-terminal state, whether a terminal state followed, t)."""
-    out: dict[str, tuple[str, bool, float]] = {}
+def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, str, float]]:
+    """Per engine: (hop of the last non-terminal state, the terminal state that followed it
+    or "" while the engine still holds the request, t)."""
+    out: dict[str, tuple[str, str, float]] = {}
     for e in evs:
         if e.service == "router":
             continue
         state = parse_engine_line(e.line).get("state", "")
         if state in _TERMINAL:
-            hop, _, _ = out.get(e.service, (_STATE_HOP.get((e.service, "received"), e.service), False, e.t))
-            out[e.service] = (hop, True, e.t)
+            hop, _, _ = out.get(e.service, (_STATE_HOP.get((e.service, "received"), e.service), "", e.t))
+            out[e.service] = (hop, state, e.t)
         elif (e.service, state) in _STATE_HOP:
-            out[e.service] = (_STATE_HOP[(e.service, state)], False, e.t)
+            out[e.service] = (_STATE_HOP[(e.service, state)], "", e.t)
     return out
 
 
@@ -84,14 +85,14 @@ def where_stuck(history: History) -> list[StuckRow]:
         router_started = any("started processing request" in ln for ln in router)
         router_finished = any("finished processing request" in ln for ln in router)
         stages = _engine_stages(evs)
-        ev = [f"{svc}: {'ended' if done else 'still'} in {hop} (t={t:.2f}s)" for svc, (hop, done, t) in sorted(stages.items())]
+        ev = [f"{svc}: {'ended' if end else 'still'} in {hop} (t={t:.2f}s)" for svc, (hop, end, t) in sorted(stages.items())]
         if router_started:
             ev.append("router: " + ("finished it" if router_finished else "started it, never finished"))
-        open_hops = [hop for hop, done, _ in stages.values() if not done]
+        open_hops = [hop for hop, end, _ in stages.values() if not end]
         if open_hops:
             hop = min(open_hops, key=HOPS.index)
         elif stages:  # every engine ended it: it failed there, or was lost after them
-            failed = [hop for svc, (hop, _, _) in stages.items() if svc in _failed_services(evs)]
+            failed = [hop for hop, end, _ in stages.values() if end in ("failed", "aborted")]
             hop = min(failed, key=HOPS.index) if failed else ("router" if not router_finished else BEFORE_ROUTER)
         elif router_started:
             hop = "router"
@@ -102,7 +103,3 @@ def where_stuck(history: History) -> list[StuckRow]:
         who = f"{op.invoke.agent} round {op.invoke.round}" if op.invoke.agent else op.invoke.phase or "-"
         rows.append(StuckRow(op.invoke.op, who, op.outcome.value if op.outcome else "open", hop, "; ".join(ev)))
     return rows
-
-
-def _failed_services(evs: list[LogEvent]) -> set[str]:
-    return {e.service for e in evs if e.service != "router" and parse_engine_line(e.line).get("state") in ("failed", "aborted")}
