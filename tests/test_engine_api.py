@@ -29,7 +29,11 @@ def test_info_endpoints_have_sglang_shape(stack, engine):
     assert "sglang:num_running_reqs" in httpx.get(base + "/metrics", timeout=5).text
     r = httpx.post(base + "/abort_request", json={"rid": "nothing-matches"}, timeout=5)
     assert r.status_code == 200 and r.text == ""
-    assert httpx.get(base + "/flush_cache", timeout=5).status_code == 200
+    # SGLang flushes only a fully idle engine (400 otherwise): wait out any room an earlier
+    # test left to time out, then the idle engine must answer 200
+    from chaos.wait import wait_until
+
+    wait_until(lambda: httpx.get(base + "/flush_cache", timeout=5).status_code == 200, timeout_s=stack.info.config["timeouts"]["waiting_s"] + 2, what=f"{engine} idle and flushed")
 
 
 @pytest.mark.parametrize("engine", ["prefill", "decode"])
