@@ -7,7 +7,8 @@
 * ``shielded()`` holds off SIGINT and SIGTERM while a cleanup runs.
 * Each process that starts stacks lists their state folders in
   ``.pdchaos/sessions/<pid>.txt``; ``reap_orphans()`` (run when a new session starts)
-  stops the stacks of sessions whose process is gone: a crashed run's leftovers.
+  stops the stacks of sessions whose process is gone (processes or Compose containers):
+  a crashed run's leftovers.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import signal
 from pathlib import Path
 from typing import Iterator
 
-from chaos.errors import ConfigError, TargetError
-from chaos.procs import alive, stop_group
-from chaos.stack import StackInfo
+from chaos.errors import ChaosError, ConfigError
+from chaos.procs import alive
 from chaos.tools import REPO_ROOT
 
 __all__ = ["register", "reap_orphans", "shielded", "terminate_as_interrupt", "unregister"]
@@ -50,7 +50,10 @@ def unregister(state_dir: Path) -> None:
 
 
 def reap_orphans() -> list[str]:
-    """Stop every stack listed by a session whose process has died; returns what was reaped."""
+    """Stop every stack listed by a session whose process has died (its processes or its
+    Compose project, whichever target started it); returns the state folders reaped."""
+    from chaos.targets.registry import load_target
+
     reaped: list[str] = []
     if not SESSIONS.is_dir():
         return reaped
@@ -63,15 +66,12 @@ def reap_orphans() -> list[str]:
             continue
         for line in ledger.read_text().splitlines():
             try:
-                info = StackInfo.load(Path(line))
+                target = load_target(Path(line))
             except ConfigError:
                 continue
-            for name, svc in info.services.items():
-                if alive(int(svc["pid"])):
-                    with contextlib.suppress(TargetError):
-                        stop_group(int(svc["pid"]), grace_s=1.0)
-                    reaped.append(f"{name} (pid {svc['pid']}) of {line}")
-            info.path.unlink(missing_ok=True)
+            with contextlib.suppress(ChaosError):
+                target.down()
+            reaped.append(line)
         ledger.unlink(missing_ok=True)
     return reaped
 

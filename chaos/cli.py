@@ -1,4 +1,5 @@
-"""``pdchaos``: bring the embedded stack up and down, and show its status.
+"""``pdchaos``: bring a stack up and down, show its status, act on one of its services,
+redraw reports, run the kill matrix.
 
 Every error is one line on stderr and a non-zero exit; nothing is left running after a
 failed ``up``.
@@ -14,9 +15,9 @@ from pathlib import Path
 
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
-from chaos.procs import alive
-from chaos.stack import StackConfig, StackInfo
-from chaos.targets.embedded import EmbeddedStack
+from chaos.stack import StackConfig
+from chaos.targets.base import SERVICES, Target
+from chaos.targets.registry import TargetChoice, load_target
 
 __all__ = ["main"]
 
@@ -28,11 +29,15 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pdchaos", description="Chaos testing for prefill/decode disaggregated SGLang serving.")
     p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json and logs live (default: .pdchaos)")
     sub = p.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start the embedded stack (Toxiproxy, pdsim prefill and decode, smg)")
+    up = sub.add_parser("up", help="start a stack: Toxiproxy, prefill and decode (pdsim, or SGLang with compose-gpu), smg")
+    up.add_argument("--target", choices=("embedded", "compose", "compose-gpu"), default=os.environ.get("PDCHAOS_TARGET", "embedded"), help="local processes (default) or Compose containers (env PDCHAOS_TARGET)")
     up.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE, help="first of 12 consecutive ports (default: 41000)")
     up.add_argument("--json", action="store_true", help="print stack.json on stdout")
     sub.add_parser("status", help="show the running stack and whether each service is alive")
     sub.add_parser("down", help="stop every service of the stack")
+    svc = sub.add_parser("svc", help="act on one service of the stack (what an attach stack file's commands may call)")
+    svc.add_argument("action", choices=("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs"), help="running/frozen answer by exit status (0 = yes)")
+    svc.add_argument("service", choices=SERVICES)
     rep = sub.add_parser("report", help="draw a run's reports again from its saved histories")
     rep.add_argument("run", nargs="?", type=Path, default=Path("reports/latest"), help="run folder (default: reports/latest)")
     mut = sub.add_parser("mutants", help="the kill matrix: run the suites clean and once per pdsim defect")
@@ -44,13 +49,26 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _status(info: StackInfo) -> dict[str, object]:
+def _status(target: Target) -> dict[str, object]:
+    info = target.info
     return {
+        "kind": info.kind,
         "run_id": info.run_id,
         "endpoints": info.endpoints,
-        "services": {n: {"pid": s["pid"], "alive": alive(int(s["pid"])), "log": s["log"]} for n, s in info.services.items()},
+        "services": {n: {"running": target.is_running(n), "frozen": target.is_running(n) and target.is_frozen(n)} for n in SERVICES},
         "proxies": info.proxies,
     }
+
+
+def _svc(target: Target, action: str, service: str) -> int:
+    if action in ("running", "frozen"):
+        held = target.is_running(service) and (action == "running" or target.is_frozen(service))
+        return 0 if held else 1
+    if action == "logs":
+        sys.stdout.write(target.logs(service))
+        return 0
+    getattr(target, action)(service)
+    return 0
 
 
 def _mutants(args: argparse.Namespace) -> int:
@@ -84,16 +102,18 @@ def main(argv: list[str] | None = None) -> int:
     terminate_as_interrupt()
     try:
         if args.command == "up":
-            stack = EmbeddedStack.up(StackConfig(port_base=args.port_base, state_dir=args.state_dir))
+            stack = TargetChoice(args.target).start(StackConfig(port_base=args.port_base, state_dir=args.state_dir))
             if args.json:
                 print(stack.info.to_json())
             else:
                 print(f"stack {stack.info.run_id} up: client endpoint {stack.info.endpoints['client']} (state in {stack.info.path})")
         elif args.command == "status":
-            print(json.dumps(_status(StackInfo.load(args.state_dir)), indent=2))
+            print(json.dumps(_status(load_target(args.state_dir)), indent=2))
         elif args.command == "down":
-            EmbeddedStack.attach(args.state_dir).down()
+            load_target(args.state_dir).down()
             print("stack down")
+        elif args.command == "svc":
+            return _svc(load_target(args.state_dir), args.action, args.service)
         elif args.command == "mutants":
             return _mutants(args)
         elif args.command == "report":

@@ -1,9 +1,9 @@
 """The pytest plugin: options, markers and the stack fixtures.
 
-Loaded by the root ``conftest.py``. Options live in one ``pdchaos`` group:
-``--target`` (``embedded`` now; compose and attach targets come beside it), ``--seed``
-and ``--port-base``. Every stack a session starts is stopped at session end, whatever
-happened.
+Loaded by the root ``conftest.py``. Options live in one ``pdchaos`` group: ``--target``
+(embedded, compose, compose-gpu, attach with ``--stack-file`` and ``--allow-destructive``),
+``--seed``, ``--port-base`` and ``--reports-dir``. Every stack a session starts is stopped
+at session end, whatever happened; an attached deployment is left as it was found.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 
 from chaos.bounds import Bounds
 from chaos.cleanup import reap_orphans, register, shielded, terminate_as_interrupt, unregister
-from chaos.errors import TargetError
+from chaos.errors import ConfigError, TargetError
 from chaos.faults import Faults
 from chaos.history import History
 from chaos.ports import PortAllocator
@@ -28,39 +28,45 @@ from chaos.reports.logs import LogCursor, capture_logs
 from chaos.reports.summary import result_of, write_run_summary, write_test_report
 from chaos.sampler import Sampler
 from chaos.stack import StackConfig, Timeouts
-from chaos.targets.base import Capability
-from chaos.targets.embedded import EmbeddedStack
+from chaos.toxiproxy import ToxiproxyClient
+from chaos.targets.base import Capability, Target
+from chaos.targets.registry import TARGETS, TargetChoice
 from chaos.workloads import Workload
 
 __all__ = ["StackFactory"]
 
-TARGETS = ("embedded",)
 MODEL = os.environ.get("PDCHAOS_MODEL", "pdsim/deterministic-1")
 MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client)",
-    "needs(*capabilities): capabilities the target must have (proxied_kv, proxied_control, "
-    "proxied_bootstrap, process_control, defects); the test skips with a reason otherwise",
+    "needs(*capabilities): capabilities the target must have (proxied_client, proxied_kv, "
+    "proxied_control, proxied_bootstrap, process_control, defects); the test skips with a reason otherwise",
 )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pdchaos", "pd-chaos")
     group.addoption("--target", default=os.environ.get("PDCHAOS_TARGET", "embedded"), help=f"target to test: {', '.join(TARGETS)} (env PDCHAOS_TARGET)")
+    group.addoption("--stack-file", type=Path, default=os.environ.get("PDCHAOS_STACK_FILE"), help="with --target attach: the YAML file describing the deployment (env PDCHAOS_STACK_FILE)")
+    group.addoption("--allow-destructive", action="store_true", help="with --target attach: let faults kill, freeze and restart services of a stack pd-chaos did not start")
     group.addoption("--seed", type=int, default=None, help="seed for every random choice of the rig (default: random, printed in the header)")
     group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", "42000")), help="first port of the range embedded stacks use (default 42000)")
     group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
 
 
 _SEED = pytest.StashKey[int]()
+_TARGET = pytest.StashKey[TargetChoice]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    target = config.getoption("--target")
-    if target not in TARGETS:
-        raise pytest.UsageError(f"--target {target!r} is unknown; known targets: {', '.join(TARGETS)}")
+    try:
+        choice = TargetChoice(config.getoption("--target"), config.getoption("--stack-file"), config.getoption("--allow-destructive"))
+        choice.capabilities()  # an attach target's stack file is read (and checked) here
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_TARGET] = choice
     seed = config.getoption("--seed")
     config.stash[_SEED] = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
     config.stash[_RESULTS] = []
@@ -75,24 +81,30 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 class StackFactory:
-    """Starts embedded stacks on free ports with chosen overrides; stops all of them at the end."""
+    """Starts stacks of the chosen target on free ports with chosen overrides; stops all of
+    them at the end. On an attached deployment it hands out that deployment, as it is."""
 
-    def __init__(self, port_base: int, state_root: Path) -> None:
+    def __init__(self, choice: TargetChoice, port_base: int, state_root: Path) -> None:
+        self.choice = choice
         self._ports = PortAllocator(port_base)
         self._root = state_root
-        self._stacks: list[EmbeddedStack] = []
+        self._stacks: list[Target] = []
 
-    def start(self, *, defects: str = "", timeouts: Timeouts | None = None, **overrides: Any) -> EmbeddedStack:
+    def start(self, *, defects: str = "", timeouts: Timeouts | None = None, **overrides: Any) -> Target:
+        if not self.choice.starts_stacks:
+            if defects or timeouts is not None or overrides:
+                pytest.skip(f"target {self.choice.name} cannot start a stack with defects, timeouts or other overrides")
+            return self.choice.start(StackConfig())
         base = self._ports.next_base()
         cfg = StackConfig(port_base=base, state_dir=self._root / f"stack-{base}", defects=defects)
         if timeouts is not None:
             cfg = replace(cfg, timeouts=timeouts)
         register(cfg.state_dir)
-        stack = EmbeddedStack.up(replace(cfg, **overrides))
+        stack = self.choice.start(replace(cfg, **overrides))
         self._stacks.append(stack)
         return stack
 
-    def stop(self, stack: EmbeddedStack) -> None:
+    def stop(self, stack: Target) -> None:
         if stack in self._stacks:
             self._stacks.remove(stack)
             with shielded():
@@ -120,7 +132,7 @@ def seed(pytestconfig: pytest.Config) -> int:
 
 @pytest.fixture(scope="session")
 def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackFactory]:
-    factory = StackFactory(pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"))
+    factory = StackFactory(pytestconfig.stash[_TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"))
     try:
         yield factory
     finally:
@@ -128,8 +140,8 @@ def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
 
 
 @pytest.fixture(scope="session")
-def stack(stack_factory: StackFactory) -> EmbeddedStack:
-    """The clean embedded stack, shared by the session (defects from the environment)."""
+def stack(stack_factory: StackFactory) -> Target:
+    """The stack under test, shared by the session (pdsim defects from the environment)."""
     return stack_factory.start(defects=os.environ.get("PDSIM_DEFECTS", ""))
 
 
@@ -137,13 +149,15 @@ def stack(stack_factory: StackFactory) -> EmbeddedStack:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    choice = config.stash[_TARGET]
+    have = choice.capabilities()
     for item in items:
         needs = item.get_closest_marker("needs")
         if needs is None:
             continue
-        missing = [c for c in needs.args if Capability(c) not in EmbeddedStack.capabilities]
+        missing = [Capability(c) for c in needs.args if Capability(c) not in have]
         if missing:
-            item.add_marker(pytest.mark.skip(reason=f"target {config.getoption('--target')} lacks {', '.join(missing)}"))
+            item.add_marker(pytest.mark.skip(reason="; ".join(choice.missing_reason(c) for c in missing)))
 
 
 _RUN_DIR = pytest.StashKey[Path]()
@@ -187,7 +201,7 @@ def _outcome(item: pytest.Item) -> tuple[str, float, str, str]:
 
 
 @pytest.fixture
-def history(request: pytest.FixtureRequest, seed: int, stack: EmbeddedStack) -> Iterator[History]:
+def history(request: pytest.FixtureRequest, seed: int, stack: Target) -> Iterator[History]:
     """This test's history, written as JSONL under reports/<run-id>/<test>/history.jsonl.
     At teardown the engine and router log lines about its requests join it, and the test's
     report (result.json, timeline.png, stuck.md) is drawn from it."""
@@ -195,7 +209,7 @@ def history(request: pytest.FixtureRequest, seed: int, stack: EmbeddedStack) -> 
     folder = _run_dir(request.config) / safe
     folder.mkdir(parents=True, exist_ok=True)
     h = History(path=folder / "history.jsonl", seed=seed)
-    cursor = LogCursor({name: stack.log_path(name) for name in ("prefill", "decode", "router")})
+    cursor = LogCursor(stack.logs, ("prefill", "decode", "router"))
     try:
         yield h
     finally:
@@ -243,9 +257,11 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
 
 
 @pytest.fixture
-def sampler(stack: EmbeddedStack, history: History) -> Iterator[Sampler]:
+def sampler(stack: Target, history: History) -> Iterator[Sampler]:
     e = stack.info.endpoints
-    urls = {"prefill": e["prefill"] + "/metrics", "decode": e["decode"] + "/metrics", "router": e["router_metrics"], "toxiproxy": e["toxiproxy_metrics"]}
+    urls = {"prefill": e["prefill"] + "/metrics", "decode": e["decode"] + "/metrics", "router": e["router_metrics"]}
+    if "toxiproxy_metrics" in e:
+        urls["toxiproxy"] = e["toxiproxy_metrics"]
     s = Sampler(history, urls).start()
     s.wait_for_sample(2.0)
     try:
@@ -255,9 +271,9 @@ def sampler(stack: EmbeddedStack, history: History) -> Iterator[Sampler]:
 
 
 @pytest.fixture
-def faults(stack: EmbeddedStack, history: History, sampler: Sampler) -> Iterator[Faults]:
+def faults(stack: Target, history: History, sampler: Sampler) -> Iterator[Faults]:
     """Faults as context managers; whatever is still active is healed at teardown."""
-    client = stack.toxiproxy()
+    client = ToxiproxyClient(stack.info.endpoints["toxiproxy"]) if "toxiproxy" in stack.info.endpoints else None
     f = Faults(stack, history, sampler, client)
     try:
         yield f
@@ -266,11 +282,12 @@ def faults(stack: EmbeddedStack, history: History, sampler: Sampler) -> Iterator
             with shielded():
                 f.heal_all()
         finally:
-            client.close()
+            if client is not None:
+                client.close()
 
 
 @pytest.fixture
-def workload(stack: EmbeddedStack, history: History, seed: int) -> Workload:
+def workload(stack: Target, history: History, seed: int) -> Workload:
     """The test's client. The target must first serve a request (steady state), so that one
     test's aftermath (say, an open circuit breaker) never leaks into the next test's verdicts."""
     scratch = Workload(stack.info.endpoints["client"], History(), seed, model=MODEL)
@@ -281,5 +298,5 @@ def workload(stack: EmbeddedStack, history: History, seed: int) -> Workload:
 
 
 @pytest.fixture
-def bounds(stack: EmbeddedStack) -> Bounds:
+def bounds(stack: Target) -> Bounds:
     return Bounds.of(stack.info)

@@ -4,15 +4,36 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 
 from chaos.errors import ConfigError
-from chaos.stack import PortPlan
-from chaos.targets.embedded import ports_free
+from chaos.stack import LOOPBACK, PortPlan
 
-__all__ = ["PortAllocator"]
+__all__ = ["PortAllocator", "ensure_free", "ports_free"]
 
 _STACKS_PER_WORKER = 40
 _STRIDE = 12
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def ports_free(plan: PortPlan) -> bool:
+    return all(_port_free(p) for p in plan.all())
+
+
+def ensure_free(plan: PortPlan) -> None:
+    """Raise a ConfigError naming the busy ports of a plan, if any."""
+    busy = [p for p in plan.all() if not _port_free(p)]
+    if busy:
+        raise ConfigError(f"ports {busy} on {LOOPBACK} are in use (another stack?); choose another --port-base")
 
 
 class PortAllocator:

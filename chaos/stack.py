@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import ConfigError
-from chaos.procs import ProcSpec
 
-__all__ = ["PROXIES", "PortPlan", "ServiceRecord", "StackConfig", "StackInfo", "Timeouts"]
+__all__ = ["LOOPBACK", "PROXIES", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
 
 # name -> (what it connects); the four links the suites break
 PROXIES = ("client_router", "bootstrap", "control", "kv")
+LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,11 @@ class PortPlan:
     def all(self) -> list[int]:
         return list(range(self.base, self.base + 12))
 
+    def as_env(self) -> dict[str, str]:
+        """``PDCHAOS_PORT_<NAME>`` for each port: what compose/stack.yaml reads."""
+        names = [n for n, v in vars(PortPlan).items() if isinstance(v, property)]
+        return {f"PDCHAOS_PORT_{n.upper()}": str(getattr(self, n)) for n in names}
+
 
 @dataclass(frozen=True)
 class StackConfig:
@@ -118,16 +123,6 @@ class StackConfig:
 
 
 @dataclass
-class ServiceRecord:
-    spec: ProcSpec
-    pid: int
-    url: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"pid": self.pid, "url": self.url, **self.spec.to_json()}
-
-
-@dataclass
 class StackInfo:
     """The content of stack.json."""
 
@@ -140,6 +135,56 @@ class StackInfo:
     services: dict[str, dict[str, Any]]
     config: dict[str, Any]
     created: float = field(default_factory=time.time)
+
+    @classmethod
+    def planned(cls, kind: str, cfg: StackConfig, run_id: str) -> "StackInfo":
+        """The description of a stack on loopback ports from ``cfg.port_base``, before it starts.
+        Every target that runs the stack itself (local processes, Compose) lays it out so."""
+        ports = PortPlan(cfg.port_base)
+
+        def url(port: int) -> str:
+            return f"http://{LOOPBACK}:{port}"
+
+        def link(listen: int, upstream: int) -> dict[str, str]:
+            return {"listen": f"{LOOPBACK}:{listen}", "upstream": f"{LOOPBACK}:{upstream}"}
+
+        return cls(
+            kind=kind,
+            run_id=run_id,
+            port_base=cfg.port_base,
+            state_dir=str(Path(cfg.state_dir).resolve()),
+            endpoints={
+                "client": url(ports.client_router),
+                "router": url(ports.router),
+                "router_metrics": f"{url(ports.router_metrics)}/metrics",
+                "prefill": url(ports.prefill),
+                "decode": url(ports.decode),
+                "prefill_bootstrap": url(ports.prefill_bootstrap),
+                "toxiproxy": url(ports.toxiproxy),
+                "toxiproxy_metrics": f"{url(ports.toxiproxy)}/metrics",
+            },
+            proxies={
+                "client_router": link(ports.client_router, ports.router),
+                "bootstrap": link(ports.bootstrap, ports.prefill_bootstrap),
+                "control": link(ports.control, ports.prefill_control),
+                "kv": link(ports.kv, ports.decode_kv),
+            },
+            services={},
+            config={
+                "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
+                "defects": [d for d in cfg.defects.split(",") if d],
+                "router_request_timeout_s": cfg.router_request_timeout_s,
+                "router_cb_timeout_s": cfg.router_cb_timeout_s,
+                "prefill_ms_per_token": cfg.prefill_ms_per_token,
+                "decode_ms_per_step": cfg.decode_ms_per_step,
+                "kv_bytes_per_token": cfg.kv_bytes_per_token,
+                "max_running_requests": cfg.max_running_requests,
+                "startup_timeout_s": cfg.startup_timeout_s,
+                "slack_s": cfg.slack_s,
+                "forward_s": cfg.forward_s,
+                "recovery_s": cfg.recovery_s,
+            },
+        )
 
     @property
     def path(self) -> Path:

@@ -1,7 +1,7 @@
 """Triggers: fire a fault when a condition holds, never after a sleep.
 
     gauge("decode", "num_decode_transfer_queue_reqs") > 0      # a metric condition
-    log_line("decode", r"state=transfer_queue")                  # a log line appears
+    log_line(stack, "decode", r"state=transfer_queue")           # a log line appears
     bytes_crossed("kv") >= 100_000                               # N bytes crossed a link
 
 Every wait has a deadline; if the condition never holds, ``TriggerTimeout`` names the
@@ -13,12 +13,12 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 from chaos.errors import TriggerTimeout
 from chaos.history import History, TriggerFired
 from chaos.sampler import Sampler
+from chaos.targets.base import Target
 
 __all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "requests_done", "wait_for"]
 
@@ -74,27 +74,18 @@ def bytes_crossed(proxy: str, direction: str = "upstream") -> Signal:
     return Signal("toxiproxy", f"toxiproxy_proxy_sent_bytes_total:{proxy}:{direction}")
 
 
-def log_line(path: Path, pattern: str, *, service: str = "") -> Condition:
-    """Holds once a line matching ``pattern`` is appended to ``path`` after this call."""
+def log_line(target: Target, service: str, pattern: str) -> Condition:
+    """Holds once a line matching ``pattern`` appears in the service's log after this call."""
     regex = re.compile(pattern)
-    try:
-        start = path.stat().st_size
-    except FileNotFoundError:
-        start = 0
+    start = len(target.logs(service))
 
     def check(_: Sampler, __: float) -> tuple[bool, str]:
-        try:
-            with open(path, "rb") as f:
-                f.seek(start)
-                for raw in f:
-                    line = raw.decode(errors="replace").rstrip()
-                    if regex.search(line):
-                        return True, line
-        except FileNotFoundError:
-            pass
+        for line in target.logs(service)[start:].splitlines():
+            if regex.search(line):
+                return True, line
         return False, "no matching line"
 
-    return Condition(f"log line /{pattern}/ in {service or path.name}", check)
+    return Condition(f"log line /{pattern}/ in {service}", check)
 
 
 def requests_done(history: History, n: int, *, phase: str | None = None) -> Condition:

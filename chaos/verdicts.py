@@ -148,14 +148,16 @@ def _increments(series: list[tuple[float, float]]) -> list[float]:
     return [t for (_, a), (t, b) in zip(series, series[1:]) if b > a]
 
 
-def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, slack_s: float) -> Check:
+def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, slack_s: float, since: str = "fault") -> Check:
     """The failure counter a watchdog bumps rose within [T, T + slack] after the first fault
-    (T = ``timeout_s``): it fired, and neither early nor late."""
+    (``since="fault"``) or after the last heal (``since="heal"``: the watchdog's clock starts
+    when a healed service resumes work), T being ``timeout_s``: it fired, neither early nor late."""
+    after = {"fault": "the fault", "heal": "the heal"}[since]
 
-    @_named(f"watchdog_fired({name}: {source}:{counter} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after the fault)")
+    @_named(f"watchdog_fired({name}: {source}:{counter} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after {after})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ref = h.first_fault_t()
+        ref = h.first_fault_t() if since == "fault" else h.last_heal_t()
         series = h.series(source, counter)
         if ref is None or not series:
             return Verdict(vname, Status.UNKNOWN, "no fault or no samples of the counter")
@@ -163,11 +165,11 @@ def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, sl
         ups = [t for t in _increments(series) if t >= ref]
         hits = [t for t in ups if lo <= t <= hi]
         if hits:
-            return Verdict(vname, Status.PASS, f"{counter} rose {hits[0] - ref:.2f}s after the fault")
+            return Verdict(vname, Status.PASS, f"{counter} rose {hits[0] - ref:.2f}s after {after}")
         seen = ", ".join(f"{t - ref:+.2f}s" for t in ups[:6]) or "never"
         if series[-1][0] < hi:
-            return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after the fault, before the window closes; rises seen: {seen}")
-        return Verdict(vname, Status.FAIL, f"{counter} on {source} did not rise inside the window; rises after the fault: {seen}")
+            return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after {after}, before the window closes; rises seen: {seen}")
+        return Verdict(vname, Status.FAIL, f"{counter} on {source} did not rise inside the window; rises after {after}: {seen}")
 
     return check
 

@@ -43,6 +43,7 @@ def test_clean_conversations(stack, history, workload, bounds):
     v.expect(history, *_talk_holds(bounds, failures=set()))
 
 
+@pytest.mark.needs("proxied_client")
 def test_keepalive_connections_reset_between_rounds(stack, history, sampler, workload, faults, bounds):
     """Toxiproxy drops every open connection (proxy down, then up) while agents are between
     rounds; their next round must go out on a fresh connection and succeed."""
@@ -55,6 +56,7 @@ def test_keepalive_connections_reset_between_rounds(stack, history, sampler, wor
     v.expect(history, *_talk_holds(bounds, failures={Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}), v.recovers(within_s=bounds.recovery_s))
 
 
+@pytest.mark.needs("proxied_client")
 def test_latency_during_rounds(stack, history, sampler, workload, faults, bounds):
     workload.conversations(**TALK, phase="baseline").run()
     with faults.latency("client_router", 300):

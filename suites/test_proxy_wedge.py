@@ -18,7 +18,7 @@ from chaos.history import Outcome
 from chaos.workloads import Deadlines
 from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
 
-pytestmark = [pytest.mark.fault("network")]
+pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_client")]
 
 CUT = {Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.STALLED}
 

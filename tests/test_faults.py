@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import httpx
@@ -76,18 +77,18 @@ def test_toxic_is_healed_after_sigint(stack, faults):
 @pytest.mark.parametrize(
     "make, evidence",
     [
-        (lambda f: f.latency("client_router", 600), "probe: ok after 0.6"),
-        (lambda f: f.blackhole("client_router"), "probe: timeout"),
-        (lambda f: f.down("client_router"), "refused"),
-        (lambda f: f.reset_peer("client_router"), "probe: reset"),
-        (lambda f: f.bandwidth("kv", 100, stream="upstream"), "raw TCP link: no probe"),
+        (lambda f: f.latency("client_router", 600), r"probe: ok after (0\.[6-9]|[1-9])"),  # at least the 600 ms added
+        (lambda f: f.blackhole("client_router"), r"probe: timeout"),
+        (lambda f: f.down("client_router"), r"refused"),
+        (lambda f: f.reset_peer("client_router"), r"probe: reset"),
+        (lambda f: f.bandwidth("kv", 100, stream="upstream"), r"raw TCP link: no probe"),
     ],
 )
 def test_network_faults_verify_their_effect_and_heal(stack, faults, history, make, evidence):
     with make(faults):
         pass
     verified = next(f for f in history.faults() if f.phase == "verified")
-    assert evidence in verified.evidence, verified.evidence
+    assert re.search(evidence, verified.evidence), verified.evidence
     assert all(p.toxics == () and p.enabled for p in faults.toxiproxy.proxies().values())
 
 
@@ -114,6 +115,6 @@ def test_bytes_crossed_trigger_reads_toxiproxy_counters(stack, faults, workload)
 
 
 def test_log_line_trigger(stack, faults, workload):
-    cond = log_line(stack.log_path("decode"), r"state=running", service="decode")
+    cond = log_line(stack, "decode", r"state=running")
     workload.request("/generate", {"text": "log trigger", "sampling_params": {"max_new_tokens": 2}})
     assert "state=running" in faults.wait(cond, deadline_s=5)

@@ -46,7 +46,7 @@ def test_hops_from_crafted_histories():
 def test_table_from_the_real_stack_names_the_proxy_and_the_handshake(stack, history, sampler, workload, faults, bounds):
     """Requests stuck before the router, and in prefill's bootstrap queue, as the real
     router's and engines' logs show them."""
-    cursor = LogCursor({name: stack.log_path(name) for name in ("prefill", "decode", "router")})
+    cursor = LogCursor(stack.logs, ("prefill", "decode", "router"))
     body = {"model": "pdsim/deterministic-1", "messages": [{"role": "user", "content": "where am i"}], "max_tokens": 2, "stream": True}
     with faults.blackhole("client_router", stream="upstream"):
         proxy_op = workload.request("/v1/chat/completions", body, deadlines=Deadlines(read_s=1.0, total_s=2.0)).op

@@ -49,7 +49,7 @@ def test_up_json_status_down_leaves_no_process(cli):
     assert r.status_code == 200
 
     status = json.loads(cli("status").stdout)
-    assert all(s["alive"] for s in status["services"].values())
+    assert all(s["running"] and not s["frozen"] for s in status["services"].values()), status
 
     again = cli("up", "--port-base", str(cli.base))
     assert again.returncode == 1 and "already up" in again.stderr

@@ -15,7 +15,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from chaos.errors import FaultNotHealed
+from chaos.errors import ConfigError, FaultNotHealed
 from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
 from chaos.faults.network import ProxyDown, ToxicFault
@@ -33,10 +33,16 @@ DEFAULT_TRIGGER_DEADLINE_S = 30.0
 
 
 class Faults:
-    def __init__(self, target: Target, history: History, sampler: Sampler, toxiproxy: ToxiproxyClient) -> None:
-        self.target, self.history, self.sampler, self.toxiproxy = target, history, sampler, toxiproxy
+    def __init__(self, target: Target, history: History, sampler: Sampler, toxiproxy: ToxiproxyClient | None) -> None:
+        self.target, self.history, self.sampler, self._toxiproxy = target, history, sampler, toxiproxy
         self._active: list[tuple[str, Fault]] = []
         self._ids = itertools.count(1)
+
+    @property
+    def toxiproxy(self) -> ToxiproxyClient:
+        if self._toxiproxy is None:
+            raise ConfigError("this target has no Toxiproxy in its path (endpoints.toxiproxy): network faults cannot be injected")
+        return self._toxiproxy
 
     def _record(self, fid: str, phase: str, fault: Fault, evidence: str = "") -> None:
         self.history.append(FaultEvent(self.history.now(), time.time(), fid, phase, fault.describe(), evidence))

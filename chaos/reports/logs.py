@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
+from typing import Callable
 
 from chaos.history import History, LogEvent
 
@@ -29,26 +29,25 @@ def parse_engine_line(line: str) -> dict[str, str]:
 
 
 class LogCursor:
-    """Remembers where each log ended when the test began."""
+    """Remembers where each service's log ended when the test began.
 
-    def __init__(self, paths: dict[str, Path]) -> None:
-        self.paths = paths
-        self.offsets = {name: (p.stat().st_size if p.exists() else 0) for name, p in paths.items()}
+    ``read(service)`` returns the whole log as the target keeps it (a file, ``docker
+    logs``, a stack file's command); a log that shrank was rotated, and is read whole."""
+
+    def __init__(self, read: Callable[[str], str], services: tuple[str, ...]) -> None:
+        self.read, self.services = read, services
+        self.offsets = {name: len(read(name)) for name in services}
 
     def new_lines(self, name: str) -> list[str]:
-        path = self.paths[name]
-        try:
-            with open(path, "rb") as f:
-                f.seek(self.offsets[name])
-                return [_ANSI.sub("", raw.decode(errors="replace")).rstrip() for raw in f]
-        except FileNotFoundError:
-            return []
+        text = self.read(name)
+        start = self.offsets[name] if len(text) >= self.offsets[name] else 0
+        return [_ANSI.sub("", line).rstrip() for line in text[start:].splitlines()]
 
 
 def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
     """Append a LogEvent per line about one of ``op_ids``; returns how many."""
     n = 0
-    for service in cursor.paths:
+    for service in cursor.services:
         rid_to_op: dict[str, str] = {}
         for line in cursor.new_lines(service):
             if service == "router":

@@ -1,7 +1,7 @@
 """The one interface every target implements, and the capabilities a target may lack.
 
-A local-process target (the embedded stack) implements it now; a Docker Compose target
-and an attach-to-an-existing-deployment target fit beside it, each in its own module.
+Implemented by local processes (embedded.py), Compose containers (compose.py) and a
+deployment pd-chaos did not start (attach.py); chosen by name in registry.py.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ SERVICES = ("toxiproxy", "prefill", "decode", "router")
 class Capability(enum.Enum):
     """What a test may need from a target; tests needing a missing one skip with a reason."""
 
+    PROXIED_CLIENT = "proxied_client"  # clients reach the router through a Toxiproxy
     PROXIED_KV = "proxied_kv"  # KV bytes cross a Toxiproxy (never true for RDMA)
     PROXIED_CONTROL = "proxied_control"
     PROXIED_BOOTSTRAP = "proxied_bootstrap"

@@ -13,43 +13,27 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import sys
 import uuid
 from pathlib import Path
 
-import httpx
-
 from chaos.errors import ConfigError, TargetError
+from chaos.ports import ensure_free
 from chaos.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group
-from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
+from chaos.stack import LOOPBACK, PortPlan, StackConfig, StackInfo
 from chaos.targets.base import SERVICES, Capability
+from chaos.targets.bringup import create_proxies, wait_ready, warm_up
 from chaos.tools import smg_binary, toxiproxy_binary
 from chaos.toxiproxy import ToxiproxyClient
-from chaos.wait import http_ok, wait_until
+from chaos.wait import wait_until
 
-__all__ = ["EmbeddedStack", "ports_free"]
+__all__ = ["EmbeddedStack"]
 
-LOOPBACK = "127.0.0.1"
 _START_ORDER = ("toxiproxy", "prefill", "decode", "router")
 
 
 def _url(port: int) -> str:
     return f"http://{LOOPBACK}:{port}"
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((LOOPBACK, port))
-        except OSError:
-            return False
-    return True
-
-
-def ports_free(plan: PortPlan) -> bool:
-    return all(_port_free(p) for p in plan.all())
 
 
 class EmbeddedStack:
@@ -66,53 +50,16 @@ class EmbeddedStack:
         state_dir = Path(cfg.state_dir).resolve()
         cls._clear_stale(state_dir)
         ports = PortPlan(cfg.port_base)
-        busy = [p for p in ports.all() if not _port_free(p)]
-        if busy:
-            raise ConfigError(f"ports {busy} on {LOOPBACK} are in use (another stack?); choose another --port-base")
-        info = StackInfo(
-            kind="embedded",
-            run_id=uuid.uuid4().hex[:12],
-            port_base=cfg.port_base,
-            state_dir=str(state_dir),
-            endpoints={
-                "client": _url(ports.client_router),
-                "router": _url(ports.router),
-                "router_metrics": f"{_url(ports.router_metrics)}/metrics",
-                "prefill": _url(ports.prefill),
-                "decode": _url(ports.decode),
-                "prefill_bootstrap": _url(ports.prefill_bootstrap),
-                "toxiproxy": _url(ports.toxiproxy),
-                "toxiproxy_metrics": f"{_url(ports.toxiproxy)}/metrics",
-            },
-            proxies={
-                "client_router": {"listen": f"{LOOPBACK}:{ports.client_router}", "upstream": f"{LOOPBACK}:{ports.router}"},
-                "bootstrap": {"listen": f"{LOOPBACK}:{ports.bootstrap}", "upstream": f"{LOOPBACK}:{ports.prefill_bootstrap}"},
-                "control": {"listen": f"{LOOPBACK}:{ports.control}", "upstream": f"{LOOPBACK}:{ports.prefill_control}"},
-                "kv": {"listen": f"{LOOPBACK}:{ports.kv}", "upstream": f"{LOOPBACK}:{ports.decode_kv}"},
-            },
-            services={},
-            config={
-                "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
-                "defects": [d for d in cfg.defects.split(",") if d],
-                "router_request_timeout_s": cfg.router_request_timeout_s,
-                "router_cb_timeout_s": cfg.router_cb_timeout_s,
-                "prefill_ms_per_token": cfg.prefill_ms_per_token,
-                "decode_ms_per_step": cfg.decode_ms_per_step,
-                "kv_bytes_per_token": cfg.kv_bytes_per_token,
-                "startup_timeout_s": cfg.startup_timeout_s,
-                "slack_s": cfg.slack_s,
-                "forward_s": cfg.forward_s,
-                "recovery_s": cfg.recovery_s,
-            },
-        )
+        ensure_free(ports)
+        info = StackInfo.planned("embedded", cfg, uuid.uuid4().hex[:12])
         stack = cls(info)
         specs = cls._specs(cfg, ports, state_dir)
         try:
             for name in _START_ORDER:
                 stack._launch(specs[name])
                 if name == "toxiproxy":
-                    stack._create_proxies()
-            stack._warm_up()
+                    create_proxies(info)
+            warm_up(info, timeout_s=cfg.startup_timeout_s)
         except BaseException:
             stack.down()
             raise
@@ -184,44 +131,15 @@ class EmbeddedStack:
         self.info.save()
         self._wait_ready(spec.name)
 
-    def _ready_url(self, service: str) -> str:
-        e = self.info.endpoints
-        return {
-            "toxiproxy": f"{e['toxiproxy']}/version",
-            "prefill": f"{e['prefill']}/health",
-            "decode": f"{e['decode']}/health",
-            "router": f"{e['router']}/readiness",
-        }[service]
-
     def _wait_ready(self, service: str) -> None:
         pid = self.pid(service)
-        url = self._ready_url(service)
-
-        def ready() -> bool:
-            if not alive(pid):
-                raise TargetError(f"{service} exited during startup: {self._last_line(service)} (log: {self.log_path(service)})")
-            return http_ok(url)
-
-        wait_until(ready, timeout_s=float(self.info.config["startup_timeout_s"]), what=f"{service} ready at {url}", interval_s=0.05)
-
-    def _create_proxies(self) -> None:
-        with self.toxiproxy() as tp:
-            existing = tp.proxies()
-            for name in PROXIES:
-                p = self.info.proxies[name]
-                if name in existing:
-                    tp.delete(name)
-                tp.create(name, listen=p["listen"], upstream=p["upstream"])
-
-    def _warm_up(self) -> None:
-        """One real request through client_router, as a user's first request would go."""
-        url = f"{self.info.endpoints['client']}/generate"
-        body = {"text": "pdchaos warm-up", "sampling_params": {"max_new_tokens": 2}}
-
-        def ok() -> bool:
-            return httpx.post(url, json=body, timeout=5.0).status_code == 200
-
-        wait_until(ok, timeout_s=float(self.info.config["startup_timeout_s"]), what=f"a request through {url} succeeds", interval_s=0.2)
+        wait_ready(
+            self.info,
+            service,
+            alive=lambda: alive(pid),
+            why_dead=lambda: f"{self._last_line(service)} (log: {self.log_path(service)})",
+            timeout_s=float(self.info.config["startup_timeout_s"]),
+        )
 
     def toxiproxy(self) -> ToxiproxyClient:
         return ToxiproxyClient(self.info.endpoints["toxiproxy"])
@@ -271,7 +189,7 @@ class EmbeddedStack:
             raise TargetError(f"{service} is already running (pid {self.pid(service)})")
         self._launch(self.spec(service))
         if service == "toxiproxy":
-            self._create_proxies()
+            create_proxies(self.info)
 
     def stop(self, service: str) -> None:
         stop_group(self.pid(service))

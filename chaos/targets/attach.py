@@ -1,0 +1,168 @@
+"""The attach target: a deployment pd-chaos did not start, described by a stack file.
+
+Each service's kill, start, restart, freeze, thaw and log commands are shell commands from
+the file (``systemctl kill -s KILL sglang-decode``, the same over ssh, a script of yours),
+run with ``bash -c`` and a timeout. Destructive actions (anything that kills, stops,
+freezes or restarts) refuse to run unless the user opted in with ``--allow-destructive``:
+this stack may be serving someone. ``down()`` leaves the deployment alone.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import ConfigError, TargetError
+from chaos.stack import StackInfo
+from chaos.targets.base import SERVICES, Capability
+from chaos.targets.bringup import wait_ready
+from chaos.targets.stackfile import load_stack_file
+from chaos.wait import wait_until
+
+__all__ = ["AttachedStack", "DESTRUCTIVE_HINT"]
+
+DESTRUCTIVE_HINT = "pass --allow-destructive to let pd-chaos kill, freeze and restart services of a stack it did not start"
+# SGLang's and smg's own defaults: what a deployment runs with unless its stack file says otherwise.
+_DEFAULT_TIMEOUTS = {"bootstrap_s": 300.0, "waiting_s": 300.0, "inflight_s": 300.0, "heartbeat_interval_s": 5.0, "heartbeat_max_failure": 2}
+_DEFAULT_ROUTER = {"request_timeout_s": 1800.0, "cb_timeout_s": 60.0}
+_DEFAULT_BOUNDS = {"slack_s": 1.5, "forward_s": 2.0, "recovery_s": 10.0, "startup_timeout_s": 120.0, "command_timeout_s": 30.0}
+_PROCESS_COMMANDS = ("running", "frozen", "kill", "start", "restart", "freeze", "thaw")
+_LINK_CAPABILITY = {"client_router": Capability.PROXIED_CLIENT, "bootstrap": Capability.PROXIED_BOOTSTRAP, "control": Capability.PROXIED_CONTROL, "kv": Capability.PROXIED_KV}
+
+
+def _heartbeat_detect_s(t: dict[str, Any]) -> float:
+    return max(float(t["heartbeat_interval_s"]), 2.0) * (max(int(t["heartbeat_max_failure"]), 1) + 1) + 3.0
+
+
+class AttachedStack:
+    """A foreign deployment driven through its stack file's commands."""
+
+    def __init__(self, info: StackInfo, commands: dict[str, dict[str, str]], *, allow_destructive: bool) -> None:
+        self.info = info
+        self.commands = commands
+        self.allow_destructive = allow_destructive
+        self.capabilities = self.capabilities_of(info, commands, allow_destructive)
+
+    @classmethod
+    def from_file(cls, path: Path, *, allow_destructive: bool = False, state_dir: Path = Path(".pdchaos")) -> "AttachedStack":
+        raw = load_stack_file(path)
+        timeouts = _DEFAULT_TIMEOUTS | raw.get("timeouts", {})
+        router = _DEFAULT_ROUTER | raw.get("router", {})
+        bounds = _DEFAULT_BOUNDS | raw.get("bounds", {})
+        endpoints = dict(raw["endpoints"])
+        if "toxiproxy" in endpoints:
+            endpoints.setdefault("toxiproxy_metrics", endpoints["toxiproxy"] + "/metrics")
+        info = StackInfo(
+            kind="attach",
+            run_id=uuid.uuid4().hex[:12],
+            port_base=0,
+            state_dir=str(Path(state_dir).resolve()),
+            endpoints=endpoints,
+            proxies=raw.get("proxies", {}),
+            services={},
+            config={
+                "name": raw.get("name", Path(path).stem),
+                "stack_file": str(Path(path).resolve()),
+                "timeouts": timeouts | {"heartbeat_detect_s": _heartbeat_detect_s(timeouts)},
+                "defects": [],
+                "router_request_timeout_s": router["request_timeout_s"],
+                "router_cb_timeout_s": router["cb_timeout_s"],
+                **bounds,
+            },
+        )
+        return cls(info, raw.get("services", {}), allow_destructive=allow_destructive)
+
+    @staticmethod
+    def capabilities_of(info: StackInfo, commands: dict[str, dict[str, str]], allow_destructive: bool) -> frozenset[Capability]:
+        caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
+        can_act = all(all(c in commands.get(s, {}) for c in _PROCESS_COMMANDS) for s in ("prefill", "decode", "router"))
+        if can_act and allow_destructive:
+            caps.add(Capability.PROCESS_CONTROL)
+        return frozenset(caps)
+
+    def missing_reason(self, cap: Capability) -> str:
+        """Why this stack lacks a capability, for the skip message."""
+        if cap is Capability.PROCESS_CONTROL:
+            if not all(all(c in self.commands.get(s, {}) for c in _PROCESS_COMMANDS) for s in ("prefill", "decode", "router")):
+                return f"the stack file gives no {'/'.join(_PROCESS_COMMANDS)} commands for prefill, decode and router"
+            return DESTRUCTIVE_HINT
+        if cap in _LINK_CAPABILITY.values():
+            link = next(k for k, v in _LINK_CAPABILITY.items() if v is cap)
+            return f"the stack file lists no Toxiproxy proxy for the {link} link"
+        return "an attached deployment runs real engines, not pdsim"
+
+    def down(self) -> None:
+        """Nothing to stop: pd-chaos did not start this deployment."""
+
+    # ---- running the file's commands --------------------------------------------------------
+    def _command(self, service: str, action: str) -> str:
+        if service not in SERVICES:
+            raise ConfigError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
+        cmd = self.commands.get(service, {}).get(action)
+        if not cmd:
+            raise TargetError(f"the stack file gives no `{action}` command for {service} (services.{service}.{action})")
+        return cmd
+
+    def _run(self, service: str, action: str) -> subprocess.CompletedProcess[str]:
+        cmd = self._command(service, action)
+        timeout_s = float(self.info.config["command_timeout_s"])
+        try:
+            return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise TargetError(f"services.{service}.{action} (`{cmd}`) took over {timeout_s:.0f} s") from exc
+
+    def _act(self, service: str, action: str) -> None:
+        if not self.allow_destructive:
+            raise TargetError(f"refusing to {action} {service} of an attached stack: {DESTRUCTIVE_HINT}")
+        out = self._run(service, action)
+        if out.returncode != 0:
+            tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
+            raise TargetError(f"services.{service}.{action} (`{self._command(service, action)}`) exited {out.returncode}: {tail}")
+
+    def _holds(self, service: str, question: str) -> bool:
+        return self._run(service, question).returncode == 0
+
+    # ---- the Target interface ---------------------------------------------------------------
+    def is_running(self, service: str) -> bool:
+        return self._holds(service, "running")
+
+    def is_frozen(self, service: str) -> bool:
+        return self._holds(service, "frozen")
+
+    def _settle(self, service: str, holds: bool, what: str) -> None:
+        wait_until(lambda: self.is_running(service) == holds, timeout_s=float(self.info.config["command_timeout_s"]), what=f"{service} {what}")
+
+    def _wait_ready(self, service: str) -> None:
+        wait_ready(self.info, service, alive=lambda: self.is_running(service), why_dead=lambda: "its `running` command says it is not running", timeout_s=float(self.info.config["startup_timeout_s"]))
+
+    def start(self, service: str) -> None:
+        self._act(service, "start")
+        self._wait_ready(service)
+
+    def stop(self, service: str) -> None:
+        self._act(service, "stop")
+        self._settle(service, False, "stopped")
+
+    def kill(self, service: str) -> None:
+        self._act(service, "kill")
+        self._settle(service, False, "gone after kill")
+
+    def freeze(self, service: str) -> None:
+        self._act(service, "freeze")
+        wait_until(lambda: self.is_frozen(service), timeout_s=float(self.info.config["command_timeout_s"]), what=f"{service} frozen")
+
+    def thaw(self, service: str) -> None:
+        self._act(service, "thaw")
+        wait_until(lambda: not self.is_frozen(service), timeout_s=float(self.info.config["command_timeout_s"]), what=f"{service} thawed")
+
+    def restart(self, service: str) -> None:
+        self._act(service, "restart")
+        self._wait_ready(service)
+
+    def logs(self, service: str) -> str:
+        """The service's log as its `logs` command prints it ("" when the file gives none)."""
+        if "logs" not in self.commands.get(service, {}):
+            return ""
+        return self._run(service, "logs").stdout

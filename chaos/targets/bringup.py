@@ -1,0 +1,62 @@
+"""What every target does to tell a service is ready and to make the stack usable: the
+readiness URLs, Toxiproxy's proxies, and one real request through the client's path.
+
+Shared by the embedded, Compose and attach targets so that "ready" means the same on all.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import httpx
+
+from chaos.errors import TargetError
+from chaos.stack import PROXIES, StackInfo
+from chaos.toxiproxy import ToxiproxyClient
+from chaos.wait import http_ok, wait_until
+
+__all__ = ["create_proxies", "ready_url", "wait_ready", "warm_up"]
+
+
+def ready_url(info: StackInfo, service: str) -> str:
+    e = info.endpoints
+    return {
+        "toxiproxy": f"{e.get('toxiproxy', '')}/version",
+        "prefill": f"{e['prefill']}/health",
+        "decode": f"{e['decode']}/health",
+        "router": f"{e['router']}/readiness",
+    }[service]
+
+
+def wait_ready(info: StackInfo, service: str, *, alive: Callable[[], bool], why_dead: Callable[[], str], timeout_s: float) -> None:
+    """Until the service's readiness URL answers 200; fails at once if it exits meanwhile."""
+    url = ready_url(info, service)
+
+    def ready() -> bool:
+        if not alive():
+            raise TargetError(f"{service} exited during startup: {why_dead()}")
+        return http_ok(url)
+
+    wait_until(ready, timeout_s=timeout_s, what=f"{service} ready at {url}", interval_s=0.05)
+
+
+def create_proxies(info: StackInfo, names: tuple[str, ...] = PROXIES) -> None:
+    """(Re)create the stack's proxies with no toxics, whatever Toxiproxy held before."""
+    with ToxiproxyClient(info.endpoints["toxiproxy"]) as tp:
+        existing = tp.proxies()
+        for name in names:
+            p = info.proxies[name]
+            if name in existing:
+                tp.delete(name)
+            tp.create(name, listen=p["listen"], upstream=p["upstream"])
+
+
+def warm_up(info: StackInfo, *, timeout_s: float) -> None:
+    """One real request through the client's endpoint, as a user's first request would go."""
+    url = f"{info.endpoints['client']}/generate"
+    body = {"text": "pdchaos warm-up", "sampling_params": {"max_new_tokens": 2}}
+
+    def ok() -> bool:
+        return httpx.post(url, json=body, timeout=5.0).status_code == 200
+
+    wait_until(ok, timeout_s=timeout_s, what=f"a request through {url} succeeds", interval_s=0.2)

@@ -1,0 +1,205 @@
+"""The Compose targets: the same stack as containers, from ``compose/stack.yaml`` plus an
+engine overlay (``cpu.yaml``: pdsim; ``gpu.yaml``: real SGLang).
+
+Compose v2 brings the stack up (``up -d --wait``: every healthcheck passes) and down; the
+docker SDK kills (SIGKILL), freezes (the cgroup freezer: ``docker pause``), thaws, restarts
+and reads the logs of single containers, found by their Compose labels. Every container uses
+host networking, so the ports, the proxies and every endpoint are those of the embedded
+stack on the same ``--port-base``, and the suites cannot tell the two apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import ConfigError, TargetError
+from chaos.ports import ensure_free
+from chaos.stack import PortPlan, StackConfig, StackInfo
+from chaos.targets.base import SERVICES, Capability
+from chaos.targets.bringup import create_proxies, wait_ready, warm_up
+from chaos.tools import REPO_ROOT
+from chaos.wait import wait_until
+
+__all__ = ["ComposeStack", "VARIANTS"]
+
+COMPOSE_DIR = REPO_ROOT / "compose"
+# target name -> (overlay file, capabilities). RDMA/Mooncake KV and ZMQ bypass Toxiproxy.
+VARIANTS: dict[str, tuple[str, frozenset[Capability]]] = {
+    "compose": ("cpu.yaml", frozenset(Capability)),
+    "compose-gpu": ("gpu.yaml", frozenset({Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL})),
+}
+_CLI_TIMEOUT_S = 60.0
+_STOP_GRACE_S = 2
+
+
+def _docker() -> Any:
+    import docker  # the SDK; imported here so the embedded target never needs it
+
+    try:
+        client = docker.from_env(timeout=10)
+        client.ping()
+    except Exception as exc:  # docker.errors.DockerException and connection errors
+        raise ConfigError(f"no Docker engine reachable ({exc}); run scripts/docker-setup.sh") from exc
+    return client
+
+
+def compose_env(cfg: StackConfig) -> dict[str, str]:
+    """The variables compose/stack.yaml and its overlays read, from the stack's configuration."""
+    return {
+        **PortPlan(cfg.port_base).as_env(),
+        **cfg.timeouts.to_env(),
+        "PDSIM_DEFECTS": cfg.defects,
+        "PDSIM_PREFILL_MS_PER_TOKEN": str(cfg.prefill_ms_per_token),
+        "PDSIM_DECODE_MS_PER_STEP": str(cfg.decode_ms_per_step),
+        "PDSIM_KV_BYTES_PER_TOKEN": str(cfg.kv_bytes_per_token),
+        "PDSIM_MAX_RUNNING_REQUESTS": str(cfg.max_running_requests),
+        "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
+        "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
+    }
+
+
+class ComposeStack:
+    """A Compose project ``pdchaos-<port base>``; build with ``up(cfg, variant)`` or ``attach``."""
+
+    def __init__(self, info: StackInfo) -> None:
+        self.info = info
+        self.capabilities = VARIANTS[info.kind][1]
+        self._client: Any = None
+
+    # ---- bring up / attach / down ---------------------------------------------------------
+    @classmethod
+    def up(cls, cfg: StackConfig, variant: str = "compose") -> "ComposeStack":
+        if variant not in VARIANTS:
+            raise ConfigError(f"unknown compose variant {variant!r}; known: {', '.join(VARIANTS)}")
+        info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12])
+        project = f"pdchaos-{cfg.port_base}"
+        info.config["compose"] = {"project": project, "files": [str(COMPOSE_DIR / "stack.yaml"), str(COMPOSE_DIR / VARIANTS[variant][0])], "env": compose_env(cfg)}
+        stack = cls(info)
+        stack._client = _docker()
+        ensure_free(PortPlan(cfg.port_base))  # a live stack on these ports: refuse, never replace it
+        stack._compose("down", "-t", "0", "--remove-orphans")  # a crashed run's stopped containers
+        info.save()
+        try:
+            stack._compose("up", "-d", "--wait", "--wait-timeout", str(int(cfg.startup_timeout_s)), timeout_s=cfg.startup_timeout_s + 30)
+            create_proxies(info)  # a clean slate whatever the config file made
+            warm_up(info, timeout_s=cfg.startup_timeout_s)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                stack.down()
+            raise
+        return stack
+
+    @classmethod
+    def attach(cls, state_dir: Path) -> "ComposeStack":
+        info = StackInfo.load(state_dir)
+        if info.kind not in VARIANTS:
+            raise ConfigError(f"{info.path} describes a {info.kind!r} stack, not a compose one")
+        return cls(info)
+
+    @property
+    def project(self) -> str:
+        return str(self.info.config["compose"]["project"])
+
+    def _compose(self, *args: str, timeout_s: float = _CLI_TIMEOUT_S) -> str:
+        rec = self.info.config["compose"]
+        argv = ["docker", "compose", "-p", self.project]
+        for f in rec["files"]:
+            argv += ["-f", f]
+        try:
+            out = subprocess.run([*argv, *args], env=os.environ | rec["env"], capture_output=True, text=True, timeout=timeout_s)
+        except FileNotFoundError as exc:
+            raise ConfigError("the docker CLI is not installed; run scripts/docker-setup.sh") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise TargetError(f"`docker compose {' '.join(args)}` took over {timeout_s:.0f} s") from exc
+        if out.returncode != 0:
+            tail = " | ".join(out.stderr.strip().splitlines()[-3:])
+            raise TargetError(f"`docker compose {' '.join(args)}` failed ({out.returncode}): {tail}")
+        return out.stdout
+
+    def down(self) -> None:
+        """Remove the project's containers (and nothing else: host networking makes no network)."""
+        self._compose("down", "-t", str(_STOP_GRACE_S), "--remove-orphans")
+        with contextlib.suppress(FileNotFoundError):
+            self.info.path.unlink()
+        if self._client is not None:
+            self._client.close()
+
+    def config(self) -> str:
+        """The merged, interpolated Compose file, as Compose reads it."""
+        return self._compose("config")
+
+    # ---- the Target interface ---------------------------------------------------------------
+    def _container(self, service: str) -> Any:
+        if service not in SERVICES:
+            raise ConfigError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
+        if self._client is None:
+            self._client = _docker()
+        labels = [f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]
+        found = self._client.containers.list(all=True, filters={"label": labels})
+        if not found:
+            raise TargetError(f"no container for {service} in compose project {self.project}")
+        return found[0]
+
+    def _status(self, service: str) -> str:
+        return str(self._container(service).status)
+
+    def is_running(self, service: str) -> bool:
+        return self._status(service) in ("running", "paused", "restarting")
+
+    def is_frozen(self, service: str) -> bool:
+        return self._status(service) == "paused"
+
+    def _wait_ready(self, service: str) -> None:
+        wait_ready(
+            self.info,
+            service,
+            alive=lambda: self.is_running(service),
+            why_dead=lambda: self._last_line(service),
+            timeout_s=float(self.info.config["startup_timeout_s"]),
+        )
+        if service == "toxiproxy":
+            create_proxies(self.info)
+
+    def start(self, service: str) -> None:
+        if self.is_running(service):
+            raise TargetError(f"{service} is already running")
+        self._container(service).start()
+        self._wait_ready(service)
+
+    def stop(self, service: str) -> None:
+        self._container(service).stop(timeout=_STOP_GRACE_S)
+
+    def kill(self, service: str) -> None:
+        c = self._container(service)
+        if c.status != "running":
+            raise TargetError(f"{service} was not running ({c.status})")
+        c.kill()  # SIGKILL to the container's init: everything in it dies
+        wait_until(lambda: not self.is_running(service), timeout_s=5.0, what=f"{service} container exited after SIGKILL")
+
+    def freeze(self, service: str) -> None:
+        c = self._container(service)
+        if c.status != "running":
+            raise TargetError(f"{service} was not running ({c.status})")
+        c.pause()
+        wait_until(lambda: self.is_frozen(service), timeout_s=5.0, what=f"{service} container paused")
+
+    def thaw(self, service: str) -> None:
+        self._container(service).unpause()
+        wait_until(lambda: not self.is_frozen(service), timeout_s=5.0, what=f"{service} container unpaused")
+
+    def restart(self, service: str) -> None:
+        """Stop (or find dead) the container, start it again, wait until ready."""
+        self._container(service).restart(timeout=_STOP_GRACE_S)
+        self._wait_ready(service)
+
+    def logs(self, service: str) -> str:
+        return bytes(self._container(service).logs(stdout=True, stderr=True)).decode(errors="replace")
+
+    def _last_line(self, service: str) -> str:
+        lines = [ln for ln in self.logs(service).splitlines() if ln.strip()]
+        return lines[-1] if lines else "(empty log)"

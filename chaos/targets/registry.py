@@ -1,0 +1,85 @@
+"""Choosing a target by name (``--target``) and finding the target of a saved stack.
+
+    embedded      local processes: Toxiproxy, pdsim prefill and decode, smg
+    compose       the same as containers: compose/stack.yaml + compose/cpu.yaml
+    compose-gpu   real SGLang: compose/stack.yaml + compose/gpu.yaml
+    attach        a running deployment described by a stack file (--stack-file)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.errors import ConfigError
+from chaos.stack import StackConfig, StackInfo
+from chaos.targets.base import Capability, Target
+
+__all__ = ["TARGETS", "TargetChoice", "load_target"]
+
+TARGETS = ("embedded", "compose", "compose-gpu", "attach")
+
+
+@dataclass(frozen=True)
+class TargetChoice:
+    """A target name and what it needs; checked when made, so a bad choice fails at once."""
+
+    name: str
+    stack_file: Path | None = None
+    allow_destructive: bool = False
+
+    def __post_init__(self) -> None:
+        if self.name not in TARGETS:
+            raise ConfigError(f"target {self.name!r} is unknown; known targets: {', '.join(TARGETS)}")
+        if self.name == "attach" and self.stack_file is None:
+            raise ConfigError("target attach needs --stack-file FILE (a YAML description of the deployment)")
+
+    @property
+    def starts_stacks(self) -> bool:
+        """Whether the rig starts (and may configure) its own stacks on this target."""
+        return self.name != "attach"
+
+    def _attached(self) -> Target:
+        from chaos.targets.attach import AttachedStack
+
+        assert self.stack_file is not None
+        return AttachedStack.from_file(self.stack_file, allow_destructive=self.allow_destructive)
+
+    def capabilities(self) -> frozenset[Capability]:
+        if self.name == "embedded":
+            return frozenset(Capability)
+        if self.name == "attach":
+            return self._attached().capabilities
+        from chaos.targets.compose import VARIANTS
+
+        return VARIANTS[self.name][1]
+
+    def missing_reason(self, cap: Capability) -> str:
+        if self.name == "attach":
+            return self._attached().missing_reason(cap)  # type: ignore[attr-defined]
+        return f"target {self.name} lacks {cap.value}"
+
+    def start(self, cfg: StackConfig) -> Target:
+        if self.name == "embedded":
+            from chaos.targets.embedded import EmbeddedStack
+
+            return EmbeddedStack.up(cfg)
+        if self.name == "attach":
+            return self._attached()
+        from chaos.targets.compose import ComposeStack
+
+        return ComposeStack.up(cfg, self.name)
+
+
+def load_target(state_dir: Path) -> Target:
+    """The target of the stack saved in ``state_dir/stack.json``, whichever kind started it."""
+    kind = StackInfo.load(state_dir).kind
+    if kind == "embedded":
+        from chaos.targets.embedded import EmbeddedStack
+
+        return EmbeddedStack.attach(state_dir)
+    from chaos.targets.compose import VARIANTS, ComposeStack
+
+    if kind in VARIANTS:
+        return ComposeStack.attach(state_dir)
+    raise ConfigError(f"{Path(state_dir) / 'stack.json'} describes a {kind!r} stack, which pd-chaos cannot stop")

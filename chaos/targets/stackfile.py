@@ -1,0 +1,121 @@
+"""The attach target's stack file: a YAML description of a deployment pd-chaos did not start.
+
+    name: gpu-box-7
+    endpoints:                              # where each hop answers
+      client: http://127.0.0.1:30001        # where clients send (through a proxy, if one is in the path)
+      router: http://127.0.0.1:30001
+      router_metrics: http://127.0.0.1:29001/metrics
+      prefill: http://127.0.0.1:30000
+      decode: http://127.0.0.1:30002
+      toxiproxy: http://127.0.0.1:8474      # optional: network faults need a Toxiproxy in the path
+    proxies:                                # optional: Toxiproxy proxies already in the path, by link
+      bootstrap: {listen: "127.0.0.1:18998", upstream: "127.0.0.1:8998"}
+    services:                               # optional: shell commands per service
+      decode:
+        running: systemctl is-active --quiet sglang-decode   # exit 0 = running
+        kill: systemctl kill -s KILL sglang-decode
+        start: systemctl start sglang-decode
+        ...
+    timeouts: {bootstrap_s: 300, waiting_s: 300, inflight_s: 300}   # what the engines run with
+    router: {request_timeout_s: 1800}
+
+Validated with a JSON Schema (jsonschema): every error names the field, such as
+``services.decode.kill: 5 is not of type 'string'``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos.errors import ConfigError
+from chaos.stack import PROXIES
+from chaos.targets.base import SERVICES
+
+__all__ = ["COMMANDS", "load_stack_file"]
+
+# What a service's commands do; `running` and `frozen` answer by exit status (0 = yes).
+COMMANDS = ("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs")
+
+_URL = {"type": "string", "pattern": r"^https?://[^/\s]+(/\S*)?$"}
+_ADDR = {"type": "string", "pattern": r"^[^:\s]+:\d+$"}
+_SECONDS = {"type": "number", "exclusiveMinimum": 0}
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["endpoints"],
+    "properties": {
+        "name": {"type": "string"},
+        "endpoints": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["client", "router", "router_metrics", "prefill", "decode"],
+            "properties": {k: _URL for k in ("client", "router", "router_metrics", "prefill", "decode", "prefill_bootstrap", "toxiproxy")},
+        },
+        "proxies": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                name: {"type": "object", "additionalProperties": False, "required": ["listen", "upstream"], "properties": {"listen": _ADDR, "upstream": _ADDR}}
+                for name in PROXIES
+            },
+        },
+        "services": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                s: {"type": "object", "additionalProperties": False, "required": ["running"], "properties": {c: {"type": "string", "minLength": 1} for c in COMMANDS}}
+                for s in SERVICES
+            },
+        },
+        "timeouts": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                "bootstrap_s": _SECONDS,
+                "waiting_s": _SECONDS,
+                "inflight_s": _SECONDS,
+                "heartbeat_interval_s": _SECONDS,
+                "heartbeat_max_failure": {"type": "integer", "minimum": 1},
+            },
+        },
+        "router": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"request_timeout_s": _SECONDS, "cb_timeout_s": _SECONDS},
+        },
+        "bounds": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {k: _SECONDS for k in ("slack_s", "forward_s", "recovery_s", "startup_timeout_s", "command_timeout_s")},
+        },
+    },
+}
+
+
+def _where(error: Any) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+
+
+def load_stack_file(path: Path) -> dict[str, Any]:
+    """The parsed, validated stack file; ConfigError naming the file and field otherwise."""
+    import jsonschema
+
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"stack file {path} not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"stack file {path} is not valid YAML: {exc}".replace("\n", " ")) from exc
+    validator = jsonschema.Draft202012Validator(SCHEMA)
+    errors = sorted(validator.iter_errors(raw), key=lambda e: list(e.absolute_path))
+    if errors:
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ConfigError(f"stack file {path}: {_where(first)}: {first.message}{more}")
+    links = set(raw.get("proxies", {}))
+    if links and "toxiproxy" not in raw["endpoints"]:
+        raise ConfigError(f"stack file {path}: endpoints.toxiproxy: required when proxies are listed ({', '.join(sorted(links))})")
+    return raw
