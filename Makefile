@@ -1,17 +1,29 @@
 # The two Quick start commands (README): `make suites` and `make test`. Both set up first.
-.PHONY: setup suites test mutants bench clean
+.PHONY: setup docker suites suites-compose test mutants leftovers bench clean
 
 setup:
 	scripts/setup.sh
 
+# Docker engine (no bridge), Compose v2, the offline base image and the CPU image.
+docker: setup
+	scripts/docker-setup.sh
+
 suites: setup
 	scripts/pytest.sh suites $(PYTEST_ARGS)
 
-test: setup
+# The same suites against the CPU compose stack (containers, host networking).
+suites-compose: docker
+	scripts/pytest.sh suites --target compose $(PYTEST_ARGS)
+
+test: setup docker
 	scripts/pytest.sh tests $(PYTEST_ARGS)
 
 mutants: setup
 	.venv/bin/pdchaos mutants --json reports/mutants.json
+
+# Nothing pd-chaos started may be left: processes, containers, networks, dangling images.
+leftovers:
+	scripts/leftovers.sh
 
 bench: setup
 	.venv/bin/python bench/pdsim_throughput.py

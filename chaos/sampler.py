@@ -22,6 +22,8 @@ __all__ = ["Sampler", "parse_metrics"]
 
 DEFAULT_INTERVAL_S = 0.1
 _SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
+# What health checkers (Compose, load balancers, smg itself) ask for: not serving traffic.
+PROBE_PATHS = frozenset({"/health", "/readiness", "/liveness", "/health_generate", "/metrics", "/server_info", "/model_info", "/get_server_info", "/get_model_info"})
 # Older SGLang names the prefill bootstrap queue gauge differently: read both as one.
 _ALIASES = {"num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs"}
 
@@ -40,6 +42,9 @@ def parse_metrics(text: str) -> dict[str, float]:
                 values[key] = values.get(key, 0.0) + s.value
             elif "worker" in s.labels:  # smg: keep each worker apart too
                 key = f"{name}:{s.labels['worker']}"
+                values[key] = values.get(key, 0.0) + s.value
+            elif "path" in s.labels:  # smg: serving traffic apart from health checks
+                key = f"{name}:{'probe' if s.labels['path'] in PROBE_PATHS else 'serving'}"
                 values[key] = values.get(key, 0.0) + s.value
     return values
 

@@ -340,9 +340,10 @@ def outcomes_in(allowed: set[Outcome], *, phase: str | None = None) -> Check:
     return check
 
 
-def stuck_before_router(*, router_counter: str = "smg_http_requests_total") -> Check:
+def stuck_before_router(*, router_counter: str = "smg_http_requests_total:serving") -> Check:
     """Attribution: requests sent while the fault was active never reached the router (its
-    request counter did not move), so they were stuck in the client or a proxy before it."""
+    serving-request counter did not move; health checks do not count), so they were stuck in
+    the client or a proxy before it."""
 
     @_named("stuck_before_router")
     def check(h: History) -> Verdict:

@@ -1,0 +1,146 @@
+"""The attach target: a stack file drives a deployment pd-chaos did not start.
+
+Here the "foreign deployment" is an embedded stack brought up with ``pdchaos up`` in its
+own state folder, and the stack file's commands are shell lines (``pdchaos svc kill
+decode``, ``cat .../decode.log``), as ``systemctl kill sglang-decode`` would be elsewhere.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from chaos.errors import ConfigError, TargetError
+from chaos.targets.attach import DESTRUCTIVE_HINT, AttachedStack
+from chaos.targets.base import Capability
+from chaos.targets.stackfile import load_stack_file
+from chaos.tools import REPO_ROOT
+
+PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
+GOOD = {
+    "endpoints": {
+        "client": "http://127.0.0.1:30001",
+        "router": "http://127.0.0.1:30001",
+        "router_metrics": "http://127.0.0.1:29001/metrics",
+        "prefill": "http://127.0.0.1:30000",
+        "decode": "http://127.0.0.1:30002",
+    }
+}
+
+
+def _write(tmp_path: Path, doc: object) -> Path:
+    path = tmp_path / "stack.yaml"
+    path.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({}, r"\(top level\): 'endpoints' is a required property"),
+        ({"endpoints": {k: v for k, v in GOOD["endpoints"].items() if k != "router"}}, r"endpoints: 'router' is a required property"),
+        ({**GOOD, "endpoints": {**GOOD["endpoints"], "decode": "127.0.0.1:30002"}}, r"endpoints\.decode: '127\.0\.0\.1:30002' does not match"),
+        ({**GOOD, "services": {"decode": {"running": "true", "kill": 5}}}, r"services\.decode\.kill: 5 is not of type 'string'"),
+        ({**GOOD, "services": {"decode": {"kill": "systemctl kill sglang-decode"}}}, r"services\.decode: 'running' is a required property"),
+        ({**GOOD, "services": {"decoder": {"running": "true"}}}, r"services: Additional properties are not allowed \('decoder' was unexpected\)"),
+        ({**GOOD, "timeouts": {"inflight_s": -1}}, r"timeouts\.inflight_s: -1 is less than or equal to the minimum of 0"),
+        ({**GOOD, "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}}}, r"endpoints\.toxiproxy: required when proxies are listed \(kv\)"),
+        ("endpoints: [unclosed", r"is not valid YAML"),
+    ],
+)
+def test_malformed_stack_file_names_the_field(tmp_path, doc, message):
+    path = _write(tmp_path, doc)
+    with pytest.raises(ConfigError, match=message) as err:
+        load_stack_file(path)
+    assert str(path) in str(err.value)
+
+
+def test_missing_stack_file_and_missing_option_are_one_line_errors(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_stack_file(tmp_path / "nope.yaml")
+    r = subprocess.run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "-q", "--co"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 4 and "target attach needs --stack-file" in r.stderr, r.stderr[-500:]
+    bad = _write(tmp_path, {"endpoints": {}})
+    r = subprocess.run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "--stack-file", str(bad), "-q", "--co"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 4 and "endpoints: 'client' is a required property" in r.stderr, r.stderr[-500:]
+
+
+def _foreign_stack_file(tmp_path: Path, state_dir: Path) -> Path:
+    """A stack file for the embedded stack in ``state_dir``, written as an operator would."""
+    info = yaml.safe_load((state_dir / "stack.json").read_text())
+    svc = f"{shlex.quote(PDCHAOS)} --state-dir {shlex.quote(str(state_dir))} svc"
+    services = {
+        name: {
+            **{action: f"{svc} {action} {name}" for action in ("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw")},
+            "logs": f"cat {shlex.quote(str(state_dir / 'logs' / f'{name}.log'))}",
+        }
+        for name in ("prefill", "decode", "router")
+    }
+    doc = {
+        "name": "embedded-as-foreign",
+        "endpoints": {k: info["endpoints"][k] for k in ("client", "router", "router_metrics", "prefill", "decode", "toxiproxy")},
+        "proxies": info["proxies"],
+        "services": services,
+        "timeouts": {k: info["config"]["timeouts"][k] for k in ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_interval_s", "heartbeat_max_failure")},
+        "router": {"request_timeout_s": info["config"]["router_request_timeout_s"], "cb_timeout_s": info["config"]["router_cb_timeout_s"]},
+        "bounds": {"startup_timeout_s": 30},
+    }
+    return _write(tmp_path, doc)
+
+
+@pytest.fixture
+def foreign(tmp_path, stack_factory):
+    """An embedded stack nobody told the rig about, and the stack file that describes it."""
+    state_dir = tmp_path / "deployment"
+    base = stack_factory._ports.next_base()
+    up = subprocess.run([PDCHAOS, "--state-dir", str(state_dir), "up", "--port-base", str(base)], capture_output=True, text=True, timeout=60)
+    assert up.returncode == 0, up.stderr
+    try:
+        yield _foreign_stack_file(tmp_path, state_dir)
+    finally:
+        subprocess.run([PDCHAOS, "--state-dir", str(state_dir), "down"], capture_output=True, timeout=60)
+
+
+def test_destructive_faults_need_the_opt_in(foreign):
+    safe = AttachedStack.from_file(foreign)
+    assert Capability.PROCESS_CONTROL not in safe.capabilities
+    assert safe.missing_reason(Capability.PROCESS_CONTROL) == DESTRUCTIVE_HINT
+    assert safe.is_running("decode")
+    with pytest.raises(TargetError, match="refusing to kill decode"):
+        safe.kill("decode")
+    assert safe.is_running("decode")
+    assert "state=ready" in safe.logs("decode")
+
+    armed = AttachedStack.from_file(foreign, allow_destructive=True)
+    assert {Capability.PROCESS_CONTROL, Capability.PROXIED_KV, Capability.PROXIED_CLIENT} <= armed.capabilities
+    armed.freeze("decode")
+    assert armed.is_frozen("decode")
+    armed.thaw("decode")
+    armed.kill("decode")
+    assert not armed.is_running("decode")
+    armed.start("decode")
+    assert armed.is_running("decode") and not armed.is_frozen("decode")
+
+
+def _suite(stack_file: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--target", "attach", "--stack-file", str(stack_file), "--reports-dir", str(tmp / "reports"), "-q", "-rs", *args],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_suites_drive_a_foreign_deployment_through_its_stack_file(foreign, tmp_path):
+    """decode_restart (process faults through the file's commands) and proxy_wedge (its
+    Toxiproxy) pass against the attached stack, as they do on the embedded target."""
+    r = _suite(foreign, "suites/test_decode_restart.py::test_decode_killed_mid_transfer_then_restarted_alone", "suites/test_proxy_wedge.py", "--allow-destructive", tmp=tmp_path)
+    assert r.returncode == 0 and "5 passed" in r.stdout, r.stdout[-3000:]
+
+
+def test_without_the_opt_in_process_suites_skip_with_the_reason(foreign, tmp_path):
+    r = _suite(foreign, "suites/test_decode_restart.py", tmp=tmp_path)
+    assert r.returncode == 0 and "3 skipped" in r.stdout and "--allow-destructive" in r.stdout, r.stdout[-2000:]

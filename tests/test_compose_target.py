@@ -1,0 +1,132 @@
+"""The Compose targets against a real Docker engine (scripts/docker-setup.sh makes one).
+
+Up, status, single-service faults and down through ``pdchaos`` and the docker SDK; the GPU
+overlay validated by ``docker compose config``; a crashed session's containers reaped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chaos.tools import REPO_ROOT
+
+PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
+COMPOSE = REPO_ROOT / "compose"
+
+
+def _engine() -> object:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        return client
+    except Exception as exc:
+        pytest.skip(f"no Docker engine ({exc}); scripts/docker-setup.sh installs and starts one")
+
+
+@pytest.fixture(scope="module")
+def engine():
+    client = _engine()
+    yield client
+    client.close()
+
+
+def _project_containers(engine, project: str) -> list:
+    return engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})
+
+
+def _compose_config(*files: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    argv = ["docker", "compose", "-f", str(COMPOSE / "stack.yaml")]
+    for f in files:
+        argv += ["-f", str(COMPOSE / f)]
+    return subprocess.run([*argv, "config", "--format", "json"], capture_output=True, text=True, timeout=30, env=os.environ | (env or {}))
+
+
+@pytest.mark.parametrize("overlay", ["cpu.yaml", "gpu.yaml"])
+def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
+    r = _compose_config(overlay)
+    assert r.returncode == 0, r.stderr
+    services = json.loads(r.stdout)["services"]
+    assert set(services) == {"toxiproxy", "prefill", "decode", "router"}
+    for name, svc in services.items():
+        assert svc["network_mode"] == "host" and svc["init"] is True, name
+        assert "healthcheck" in svc, name
+    if overlay == "gpu.yaml":
+        for engine_name in ("prefill", "decode"):
+            svc = services[engine_name]
+            assert svc["image"].startswith("lmsysorg/sglang:")
+            assert "--enable-metrics" in svc["command"] and any(a.startswith("--disaggregation-mode=") for a in svc["command"])
+            assert svc["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+            assert svc["environment"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "3"
+
+
+def test_ports_follow_the_port_plan(engine):
+    from chaos.stack import PortPlan
+
+    plan = PortPlan(46000)
+    services = json.loads(_compose_config("cpu.yaml", env=plan.as_env()).stdout)["services"]
+    assert f"--port={plan.router}" in services["router"]["command"]
+    assert str(plan.bootstrap) in services["router"]["command"]  # decode's handshake goes through the proxy
+    assert f"--kv-advertise=127.0.0.1:{plan.kv}" in services["decode"]["command"]
+
+
+def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factory):
+    base = stack_factory._ports.next_base()
+    state = tmp_path / "state"
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([PDCHAOS, "--state-dir", str(state), *args], capture_output=True, text=True, timeout=120)
+
+    r = cli("up", "--target", "compose", "--port-base", str(base), "--json")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    project = info["config"]["compose"]["project"]
+    try:
+        assert len(_project_containers(engine, project)) == 4
+        status = json.loads(cli("status").stdout)
+        assert status["kind"] == "compose" and all(s["running"] and not s["frozen"] for s in status["services"].values())
+        assert cli("svc", "freeze", "decode").returncode == 0
+        assert cli("svc", "frozen", "decode").returncode == 0
+        assert cli("svc", "thaw", "decode").returncode == 0
+        assert cli("svc", "frozen", "decode").returncode == 1
+        assert cli("svc", "kill", "decode").returncode == 0
+        assert cli("svc", "running", "decode").returncode == 1
+        assert cli("svc", "start", "decode").returncode == 0
+        assert "state=ready" in cli("svc", "logs", "decode").stdout
+        again = cli("up", "--target", "compose", "--port-base", str(base))
+        assert again.returncode == 1 and "in use" in again.stderr  # never replaces a live stack
+    finally:
+        r = cli("down")
+    assert r.returncode == 0, r.stderr
+    assert _project_containers(engine, project) == []
+    assert not (state / "stack.json").exists()
+
+
+def test_a_crashed_sessions_containers_are_reaped(engine, tmp_path, stack_factory):
+    base = stack_factory._ports.next_base()
+    env = os.environ | {"PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
+    crash = (
+        "import os, pathlib\n"
+        "from chaos.cleanup import register\n"
+        "from chaos.stack import StackConfig\n"
+        "from chaos.targets.compose import ComposeStack\n"
+        f"cfg = StackConfig(port_base={base}, state_dir=pathlib.Path({str(tmp_path / 'state')!r}))\n"
+        "register(cfg.state_dir)\n"
+        "ComposeStack.up(cfg)\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", crash], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == -9, r.stderr
+    project = f"pdchaos-{base}"
+    assert len(_project_containers(engine, project)) == 4
+    r = subprocess.run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(reap_orphans())"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "state" in r.stdout, r.stderr
+    assert _project_containers(engine, project) == []
+    assert [n.name for n in engine.networks.list() if "pdchaos" in n.name] == []
