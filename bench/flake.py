@@ -23,7 +23,7 @@ from chaos.mutants import parse_junit  # noqa: E402  (the repo is on the path fi
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("runs", type=int, nargs="?", default=10)
-    ap.add_argument("--port-base", type=int, default=47000)
+    ap.add_argument("--port-base", type=int, default=18000)
     ap.add_argument("--suites", default="suites")
     args = ap.parse_args()
     failures: Counter[str] = Counter()

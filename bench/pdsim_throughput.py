@@ -50,7 +50,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--streams", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=200, help="output tokens per stream")
-    ap.add_argument("--port-base", type=int, default=45000)
+    ap.add_argument("--port-base", type=int, default=20500)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         stack = EmbeddedStack.up(StackConfig(port_base=args.port_base, state_dir=Path(tmp)))

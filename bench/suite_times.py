@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--matrix", action="store_true", help="also time `pdchaos mutants`")
-    ap.add_argument("--port-base", type=int, default=46000)
+    ap.add_argument("--port-base", type=int, default=19000)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "suite.xml"

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from chaos.cleanup import terminate_as_interrupt
@@ -22,7 +23,7 @@ from chaos.targets.registry import TargetChoice, load_target
 __all__ = ["main"]
 
 DEFAULT_STATE_DIR = Path(os.environ.get("PDCHAOS_STATE_DIR", ".pdchaos"))
-DEFAULT_PORT_BASE = int(os.environ.get("PDCHAOS_PORT_BASE", "41000"))
+DEFAULT_PORT_BASE = int(os.environ.get("PDCHAOS_PORT_BASE", "21000"))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,20 +32,28 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a stack: Toxiproxy, prefill and decode (pdsim, or SGLang with compose-gpu), smg")
     up.add_argument("--target", choices=("embedded", "compose", "compose-gpu"), default=os.environ.get("PDCHAOS_TARGET", "embedded"), help="local processes (default) or Compose containers (env PDCHAOS_TARGET)")
-    up.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE, help="first of 12 consecutive ports (default: 41000)")
+    up.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE, help="first of 12 consecutive ports (default: 21000)")
     up.add_argument("--json", action="store_true", help="print stack.json on stdout")
     sub.add_parser("status", help="show the running stack and whether each service is alive")
     sub.add_parser("down", help="stop every service of the stack")
     svc = sub.add_parser("svc", help="act on one service of the stack (what an attach stack file's commands may call)")
     svc.add_argument("action", choices=("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs"), help="running/frozen answer by exit status (0 = yes)")
     svc.add_argument("service", choices=SERVICES)
+    doc = sub.add_parser("doctor", help="read-only live look: where is a stuck request stuck (never injects a fault)")
+    doc.add_argument("--target", choices=("embedded", "compose", "compose-gpu", "attach"), help="the stack in --state-dir (default), or attach with --stack-file")
+    doc.add_argument("--stack-file", type=Path, help="YAML description of a deployment pd-chaos did not start (implies --target attach)")
+    doc.add_argument("--window", type=float, default=10.0, help="seconds to sample at 20 Hz (default 10)")
+    doc.add_argument("--probe", action="store_true", help="after the window, send one fresh short request to the router (and through the client's path)")
+    doc.add_argument("--logs-since", default="10m", help="look for open requests started since: 90s, 10m, 2h, an ISO time or epoch seconds (default 10m)")
+    doc.add_argument("--reports-dir", type=Path, default=Path("reports"), help="where doctor-<time>/ goes (default reports/)")
+    doc.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
     rep = sub.add_parser("report", help="draw a run's reports again from its saved histories")
     rep.add_argument("run", nargs="?", type=Path, default=Path("reports/latest"), help="run folder (default: reports/latest)")
     mut = sub.add_parser("mutants", help="the kill matrix: run the suites clean and once per pdsim defect")
     mut.add_argument("--json", type=Path, help="write the results as JSON to this path")
     mut.add_argument("--only", action="append", help="run only this defect (repeatable; 'clean' for the clean run)")
     mut.add_argument("--jobs", type=int, default=2, help="defect runs at a time (default 2)")
-    mut.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE + 2000, help="first port of the ranges the runs use")
+    mut.add_argument("--port-base", type=int, default=25000, help="first port of the ranges the runs use")
     mut.add_argument("--suites", default="suites", help="what pytest runs (default: suites)")
     return p
 
@@ -72,8 +81,6 @@ def _svc(target: Target, action: str, service: str) -> int:
 
 
 def _mutants(args: argparse.Namespace) -> int:
-    import time
-
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
@@ -97,6 +104,62 @@ def _mutants(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def parse_since(text: str, now: float) -> float:
+    """``90s``/``10m``/``2h`` ago, an ISO time (local), or epoch seconds -> wall seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
+            return now - float(text[:-1]) * units[text[-1]]
+        if text.replace(".", "", 1).isdigit():
+            return float(text)
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        raise ConfigError(f"--logs-since {text!r}: expected 90s, 10m, 2h, YYYY-MM-DDTHH:MM:SS or epoch seconds") from None
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from chaos.doctor import run_doctor, write_report
+    from chaos.targets.attach import AttachedStack
+
+    if args.stack_file is not None or args.target == "attach":
+        if args.stack_file is None:
+            raise ConfigError("doctor --target attach needs --stack-file FILE")
+        target: Target = AttachedStack.from_file(args.stack_file)
+    else:
+        target = load_target(args.state_dir)
+        if args.target and args.target != target.info.kind:
+            raise ConfigError(f"the stack in {args.state_dir} is a {target.info.kind!r} stack, not {args.target!r}")
+    if args.window <= 0:
+        raise ConfigError("--window must be positive")
+    since = parse_since(args.logs_since, time.time())
+    report = run_doctor(target, window_s=args.window, probe=args.probe, logs_since=since)
+    folder = write_report(report, args.reports_dir)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0 if report.diagnosis.location == "no problem found" else 3
+    console = Console(width=160)
+    table = Table(title=f"pdchaos doctor: {report.target} stack, {report.window_s:g} s at {1 / report.interval_s:.0f} Hz")
+    for col in ("hop", "min", "max", "last", "shape", "verdict", "progress", "3 s sampler reads it pinned", "open requests (logs)"):
+        table.add_column(col, overflow="fold")
+    for st in report.stats:
+        ids = report.open_requests.get(st.hop, [])
+        share = "-" if st.coarse_pinned_share is None else f"{st.coarse_pinned_share:.0%} of phases"
+        cells = ["-" if x is None else f"{x:g}" for x in (st.min, st.max, st.last)]
+        table.add_row(st.hop, *cells, st.shape, st.verdict, f"{st.progress:g}", share, escape(f"{len(ids)}: {' '.join(ids[:4])}{' ...' if len(ids) > 4 else ''}" if ids else ""))
+    console.print(table)
+    for name, why in report.unreachable.items():
+        console.print(f"[red]{name} did not answer /metrics[/red]: {why}")
+    for via, p in report.probes.items():
+        console.print(f"probe via {via} ({p['url']}): {p['outcome']} in {p['seconds']:.2f} s {escape(p['error'][:100])}")
+    console.print(escape(report.diagnosis.line()), style="bold")
+    console.print(f"report: {folder / 'doctor.json'}, {folder / 'timeline.png'}")
+    return 0 if report.diagnosis.location == "no problem found" else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     terminate_as_interrupt()
@@ -114,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             print("stack down")
         elif args.command == "svc":
             return _svc(load_target(args.state_dir), args.action, args.service)
+        elif args.command == "doctor":
+            return _doctor(args)
         elif args.command == "mutants":
             return _mutants(args)
         elif args.command == "report":

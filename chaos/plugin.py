@@ -49,7 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--stack-file", type=Path, default=os.environ.get("PDCHAOS_STACK_FILE"), help="with --target attach: the YAML file describing the deployment (env PDCHAOS_STACK_FILE)")
     group.addoption("--allow-destructive", action="store_true", help="with --target attach: let faults kill, freeze and restart services of a stack pd-chaos did not start")
     group.addoption("--seed", type=int, default=None, help="seed for every random choice of the rig (default: random, printed in the header)")
-    group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", "42000")), help="first port of the range embedded stacks use (default 42000)")
+    group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", "22000")), help="first port of the range embedded stacks use (default 22000)")
     group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
 
 

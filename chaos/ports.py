@@ -1,4 +1,7 @@
-"""Choosing port bases so that stacks never collide: per xdist worker, per stack, per run."""
+"""Choosing port bases so that stacks never collide: per xdist worker, per stack, per run.
+
+Every default range lies below 32768, outside Linux's ephemeral range (32768-60999), where
+any outgoing connection could take a port a stack is about to listen on."""
 
 from __future__ import annotations
 

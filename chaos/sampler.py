@@ -57,20 +57,25 @@ class Sampler:
         self.urls = urls
         self.interval_s = interval_s
         self._latest: dict[str, Sample] = {}
+        self.failures: dict[str, list[float]] = {name: [] for name in urls}  # times of failed scrapes
         self._stop = threading.Event()
         self._new = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self._clients = {name: httpx.Client(timeout=_SCRAPE_TIMEOUT) for name in urls}
 
     def start(self) -> "Sampler":
-        self._thread = threading.Thread(target=self._run, name="pdchaos-sampler", daemon=True)
-        self._thread.start()
+        """One thread per source, so that a frozen engine (every scrape a timeout) never
+        slows the sampling of the others."""
+        for name in self.urls:
+            t = threading.Thread(target=self._run, args=(name,), name=f"pdchaos-sampler-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        for t in self._threads:
+            t.join(timeout=5)
         for c in self._clients.values():
             c.close()
 
@@ -80,25 +85,26 @@ class Sampler:
     def __exit__(self, *_: object) -> None:
         self.stop()
 
-    def scrape_once(self) -> None:
-        for name, url in self.urls.items():
-            try:
-                r = self._clients[name].get(url)
-                r.raise_for_status()
-                values = parse_metrics(r.text)
-            except (httpx.HTTPError, ValueError):
-                continue
-            sample = Sample(self.history.now(), name, values)
-            self.history.append(sample)
-            with self._new:
-                self._latest[name] = sample
-                self._new.notify_all()
+    def _scrape(self, name: str) -> None:
+        t = self.history.now()
+        try:
+            r = self._clients[name].get(self.urls[name])
+            r.raise_for_status()
+            values = parse_metrics(r.text)
+        except (httpx.HTTPError, ValueError):
+            self.failures[name].append(t)
+            return
+        sample = Sample(t, name, values)
+        self.history.append(sample)
+        with self._new:
+            self._latest[name] = sample
+            self._new.notify_all()
 
-    def _run(self) -> None:
+    def _run(self, name: str) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            self.scrape_once()
-            next_at += self.interval_s
+            self._scrape(name)
+            next_at = max(next_at + self.interval_s, time.monotonic())  # a slow scrape skips, never bursts
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
     def latest(self, source: str) -> Sample | None:

@@ -106,7 +106,7 @@ class PortPlan:
 class StackConfig:
     """Knobs of the embedded stack; engine speed is chosen so that faults have windows."""
 
-    port_base: int = 41000
+    port_base: int = 21000
     state_dir: Path = Path(".pdchaos")
     timeouts: Timeouts = field(default_factory=Timeouts.from_env)
     defects: str = field(default_factory=lambda: os.environ.get("PDSIM_DEFECTS", ""))

@@ -7,6 +7,7 @@ decode``, ``cat .../decode.log``), as ``systemctl kill sglang-decode`` would be 
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -115,6 +116,8 @@ def test_destructive_faults_need_the_opt_in(foreign):
         safe.kill("decode")
     assert safe.is_running("decode")
     assert "state=ready" in safe.logs("decode")
+    doctor = subprocess.run([PDCHAOS, "doctor", "--stack-file", str(foreign), "--window", "1", "--probe", "--json"], capture_output=True, text=True, timeout=60)
+    assert doctor.returncode == 0 and json.loads(doctor.stdout)["diagnosis"]["location"] == "no problem found", doctor.stdout + doctor.stderr
 
     armed = AttachedStack.from_file(foreign, allow_destructive=True)
     assert {Capability.PROCESS_CONTROL, Capability.PROXIED_KV, Capability.PROXIED_CLIENT} <= armed.capabilities

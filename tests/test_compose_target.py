@@ -70,7 +70,7 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
 def test_ports_follow_the_port_plan(engine):
     from chaos.stack import PortPlan
 
-    plan = PortPlan(46000)
+    plan = PortPlan(30000)
     services = json.loads(_compose_config("cpu.yaml", env=plan.as_env()).stdout)["services"]
     assert f"--port={plan.router}" in services["router"]["command"]
     assert str(plan.bootstrap) in services["router"]["command"]  # decode's handshake goes through the proxy
@@ -100,6 +100,8 @@ def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factor
         assert cli("svc", "running", "decode").returncode == 1
         assert cli("svc", "start", "decode").returncode == 0
         assert "state=ready" in cli("svc", "logs", "decode").stdout
+        doctor = cli("doctor", "--window", "1", "--probe", "--reports-dir", str(tmp_path / "reports"))
+        assert doctor.returncode == 0 and "diagnosis: no problem found" in doctor.stdout, doctor.stdout + doctor.stderr
         again = cli("up", "--target", "compose", "--port-base", str(base))
         assert again.returncode == 1 and "in use" in again.stderr  # never replaces a live stack
     finally:

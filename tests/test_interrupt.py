@@ -54,7 +54,7 @@ def _stack_pids(tmp_path: Path) -> list[int]:
 
 @pytest.fixture
 def base(pytestconfig) -> int:
-    return PortAllocator(pytestconfig.getoption("--port-base") + 11000).next_base()
+    return PortAllocator(pytestconfig.getoption("--port-base") + 4000).next_base()
 
 
 @pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT), (signal.SIGTERM,)], ids=["ctrl-c", "ctrl-c-twice", "sigterm"])

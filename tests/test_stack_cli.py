@@ -20,7 +20,7 @@ PDCHAOS = [sys.executable, "-m", "chaos.cli"]
 
 @pytest.fixture
 def cli(tmp_path, pytestconfig):
-    base = PortAllocator(pytestconfig.getoption("--port-base") + 9000).next_base()
+    base = PortAllocator(pytestconfig.getoption("--port-base") + 3000).next_base()
     state = tmp_path / "state"
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

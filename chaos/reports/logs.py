@@ -15,12 +15,24 @@ from typing import Callable
 
 from chaos.history import History, LogEvent
 
-__all__ = ["LogCursor", "capture_logs", "parse_engine_line"]
+__all__ = ["LogCursor", "capture_logs", "parse_engine_line", "parse_router_line", "strip_ansi"]
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
-_ROUTER_ID = re.compile(r'request_id="?([\w.-]+)"?')
+_ROUTER_ID = re.compile(r'request_id="?([\w.:-]+)"?')
 _ROUTER_TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+
+
+def strip_ansi(line: str) -> str:
+    return _ANSI.sub("", line)
+
+
+def parse_router_line(line: str) -> tuple[str | None, float | None]:
+    """(request_id, wall time) of an smg log line; its timestamps have 1 s resolution."""
+    m = _ROUTER_ID.search(line)
+    ts = _ROUTER_TS.match(line)
+    wall = time.mktime(time.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S")) if ts else None
+    return (m.group(1) if m else None), wall
 
 
 def parse_engine_line(line: str) -> dict[str, str]:
@@ -41,7 +53,7 @@ class LogCursor:
     def new_lines(self, name: str) -> list[str]:
         text = self.read(name)
         start = self.offsets[name] if len(text) >= self.offsets[name] else 0
-        return [_ANSI.sub("", line).rstrip() for line in text[start:].splitlines()]
+        return [strip_ansi(line).rstrip() for line in text[start:].splitlines()]
 
 
 def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
@@ -51,12 +63,10 @@ def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
         rid_to_op: dict[str, str] = {}
         for line in cursor.new_lines(service):
             if service == "router":
-                m = _ROUTER_ID.search(line)
-                if not m or m.group(1) not in op_ids:
+                rid, wall = parse_router_line(line)
+                if rid is None or rid not in op_ids:
                     continue
-                ts = _ROUTER_TS.match(line)
-                wall = time.mktime(time.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S")) if ts else history.started_wall
-                history.append(LogEvent(wall - history.started_wall, service, f"op={m.group(1)} {line}"))
+                history.append(LogEvent((wall or history.started_wall) - history.started_wall, service, f"op={rid} {line}"))
                 n += 1
                 continue
             fields = parse_engine_line(line)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from chaos.history import History, LogEvent, Outcome
 from chaos.reports.logs import parse_engine_line
 
-__all__ = ["HOPS", "StuckRow", "where_stuck"]
+__all__ = ["HOPS", "STATE_HOP", "TERMINAL", "StuckRow", "where_stuck"]
 
 BEFORE_ROUTER = "client or proxy before the router"
 HOPS = (
@@ -27,7 +27,7 @@ HOPS = (
     "decode transfer",
     "decode running",
 )
-_STATE_HOP = {
+STATE_HOP = {
     ("prefill", "received"): "prefill bootstrap",
     ("prefill", "bootstrap_queue"): "prefill bootstrap",
     ("prefill", "waiting"): "prefill forward",
@@ -38,7 +38,7 @@ _STATE_HOP = {
     ("decode", "transferring"): "decode transfer",
     ("decode", "running"): "decode running",
 }
-_TERMINAL = {"finished", "failed", "aborted"}
+TERMINAL = {"finished", "failed", "aborted"}
 
 
 @dataclass(frozen=True)
@@ -66,11 +66,11 @@ def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, str, float]]:
         if e.service == "router":
             continue
         state = parse_engine_line(e.line).get("state", "")
-        if state in _TERMINAL:
-            hop, _, _ = out.get(e.service, (_STATE_HOP.get((e.service, "received"), e.service), "", e.t))
+        if state in TERMINAL:
+            hop, _, _ = out.get(e.service, (STATE_HOP.get((e.service, "received"), e.service), "", e.t))
             out[e.service] = (hop, state, e.t)
-        elif (e.service, state) in _STATE_HOP:
-            out[e.service] = (_STATE_HOP[(e.service, state)], "", e.t)
+        elif (e.service, state) in STATE_HOP:
+            out[e.service] = (STATE_HOP[(e.service, state)], "", e.t)
     return out
 
 
