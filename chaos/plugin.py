@@ -100,7 +100,12 @@ class StackFactory:
         if timeouts is not None:
             cfg = replace(cfg, timeouts=timeouts)
         register(cfg.state_dir)
-        stack = self.choice.start(replace(cfg, **overrides))
+        try:
+            stack = self.choice.start(replace(cfg, **overrides))
+        except BaseException:  # a failed or interrupted start stops what it began: forget it
+            with shielded():
+                unregister(cfg.state_dir)
+            raise
         self._stacks.append(stack)
         return stack
 
@@ -223,10 +228,23 @@ def history(request: pytest.FixtureRequest, seed: int, stack: Target) -> Iterato
             h.close()
 
 
+def _results(config: pytest.Config) -> list[dict[str, Any]]:
+    """This process's test results; under xdist the controller has none of its own, so it
+    reads what the workers wrote into the shared run folder."""
+    results = config.stash.get(_RESULTS, [])
+    if results or _RUN_DIR not in config.stash:
+        return results
+    import json
+
+    return [json.loads(p.read_text()) for p in sorted(config.stash[_RUN_DIR].glob("*/result.json"))]
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    results = config.stash.get(_RESULTS, [])
-    if not results or os.environ.get("PYTEST_XDIST_WORKER"):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    results = _results(config)
+    if not results:
         return
     run_dir = _run_dir(config)
     command = "pytest " + " ".join(config.invocation_params.args)
@@ -238,7 +256,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
-    results = config.stash.get(_RESULTS, [])
+    results = _results(config)
     if not results:
         return
     from rich.console import Console

@@ -20,9 +20,9 @@ from chaos.wait import wait_until
 SCENARIO = "suites/test_kv_link.py::test_slow_kv_link_is_not_stuck"
 
 
-def _start(tmp_path: Path, base: int) -> subprocess.Popen[bytes]:
+def _start(tmp_path: Path, base: int, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions"), "PDCHAOS_RUN_ID": "interrupt"}
-    args = [sys.executable, "-X", "faulthandler", "-m", "pytest", SCENARIO, "-q", "-p", "no:cacheprovider", f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}", f"--basetemp={tmp_path / 'tmp'}", "--junitxml=" + str(tmp_path / "j.xml")]
+    args = [sys.executable, "-X", "faulthandler", "-m", "pytest", SCENARIO, "-q", "-p", "no:cacheprovider", f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}", f"--basetemp={tmp_path / 'tmp'}", "--junitxml=" + str(tmp_path / "j.xml"), *extra]
     log = open(tmp_path / "child.log", "wb")
     return subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -88,5 +88,64 @@ def test_a_crashed_runs_leftovers_are_reaped_by_the_next(tmp_path, base):
             os.killpg(proc.pid, signal.SIGKILL)
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
     reaped = subprocess.run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(len(reap_orphans()))"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert reaped.stdout.strip() == str(len(pids)), reaped.stderr
+    assert reaped.stdout.strip() == "1", reaped.stderr  # the one stack of the dead session
     assert not [p for p in pids if alive(p)]
+
+
+def _processes_on(base: int) -> list[str]:
+    """Every process whose command line names one of the stack's ports: what a listing of
+    the machine shows of a stack on ``base``, whether or not its stack.json was written."""
+    ports = {str(p) for p in range(base, base + 12)}
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(a.rpartition(":")[2] in ports or a.rpartition("=")[2] in ports for a in argv if a) and "pytest" not in argv[0:3]:
+            found.append(" ".join(argv))
+    listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True, timeout=10).stdout.split()
+    found += [f"a listener on {addr}" for addr in listening if addr.rpartition(":")[2] in ports]  # smg renames its process
+    return found
+
+
+@pytest.mark.parametrize("draw", range(3))
+def test_sigint_at_a_random_moment_leaves_nothing(tmp_path, base, seed, draw):
+    """SIGINT anywhere in a scenario's life (stack start, workload, fault, teardown): after
+    the run exits, no process of its stack is left on the machine."""
+    import random
+
+    delay = random.Random(seed * 10 + draw).uniform(0.5, 14.0)
+    proc = _start(tmp_path, base)
+    try:
+        time.sleep(delay)  # the random moment itself is the test's input, not a synchronisation
+        proc.send_signal(signal.SIGINT)
+        _wait_or_explain(proc, tmp_path, 60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    left = _processes_on(base)
+    assert not left, f"SIGINT {delay:.1f}s after start left: {left}"
+    assert not list((tmp_path / "sessions").glob("*.txt"))
+
+
+def test_sigint_mid_fault_on_the_compose_target_leaves_no_container(tmp_path, base):
+    docker = pytest.importorskip("docker")
+    try:
+        engine = docker.from_env(timeout=5)
+        engine.ping()
+    except Exception as exc:
+        pytest.skip(f"no Docker engine ({exc})")
+    proc = _start(tmp_path, base, "--target", "compose")
+    project = f"pdchaos-{base}"
+    try:
+        wait_until(lambda: _fault_active(tmp_path), timeout_s=90, what="the scenario's fault is in place")
+        assert len(engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})) == 4
+        proc.send_signal(signal.SIGINT)
+        _wait_or_explain(proc, tmp_path, 60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"}) == []
+    assert not _processes_on(base)
+    engine.close()

@@ -1,4 +1,5 @@
-"""Process faults through the target: kill (SIGKILL), freeze (SIGSTOP), restart."""
+"""Process faults through the target: kill (SIGKILL), freeze (SIGSTOP; on Compose the
+cgroup freezer), restart."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ class Kill(Fault):
 
 
 class Freeze(Fault):
-    """SIGSTOP a service (sockets stay open, nothing answers); healing sends SIGCONT."""
+    """Freeze a service (sockets stay open, nothing answers); healing thaws it."""
 
     kind = "freeze"
 
@@ -47,15 +48,15 @@ class Freeze(Fault):
         self.target, self.service = target, service
 
     def describe(self) -> str:
-        return f"SIGSTOP {self.service}"
+        return f"freeze {self.service}"
 
     def inject(self) -> None:
         self.target.freeze(self.service)
 
     def verify(self) -> str:
         if not self.target.is_frozen(self.service):
-            raise FaultNotApplied(f"{self.service} is not in state T after SIGSTOP")
-        return f"{self.service} in state T"
+            raise FaultNotApplied(f"{self.service} is not frozen after the freeze")
+        return f"{self.service} frozen"
 
     def heal(self) -> None:
         if self.target.is_running(self.service) and self.target.is_frozen(self.service):
@@ -63,7 +64,7 @@ class Freeze(Fault):
 
     def verify_healed(self) -> str:
         if self.target.is_running(self.service) and self.target.is_frozen(self.service):
-            raise FaultNotHealed(f"{self.service} is still in state T after SIGCONT")
+            raise FaultNotHealed(f"{self.service} is still frozen after the thaw")
         return f"{self.service} running"
 
 
