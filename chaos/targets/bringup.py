@@ -15,7 +15,7 @@ from chaos.stack import PROXIES, StackInfo
 from chaos.toxiproxy import ToxiproxyClient
 from chaos.wait import http_ok, wait_until
 
-__all__ = ["create_proxies", "ready_url", "wait_ready", "warm_up"]
+__all__ = ["create_proxies", "last_line", "ready_url", "wait_ready", "warm_up"]
 
 
 def ready_url(info: StackInfo, service: str) -> str:
@@ -60,3 +60,9 @@ def warm_up(info: StackInfo, *, timeout_s: float) -> None:
         return httpx.post(url, json=body, timeout=5.0).status_code == 200
 
     wait_until(ok, timeout_s=timeout_s, what=f"a request through {url} succeeds", interval_s=0.2)
+
+
+def last_line(log: str) -> str:
+    """The last non-blank line of a log: what a service said before it died."""
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    return lines[-1] if lines else "(empty log)"

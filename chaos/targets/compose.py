@@ -21,7 +21,7 @@ from chaos.errors import ConfigError, TargetError
 from chaos.ports import ensure_free
 from chaos.stack import PortPlan, StackConfig, StackInfo
 from chaos.targets.base import SERVICES, Capability
-from chaos.targets.bringup import create_proxies, wait_ready, warm_up
+from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
 from chaos.tools import REPO_ROOT
 from chaos.wait import wait_until
 
@@ -159,7 +159,7 @@ class ComposeStack:
             self.info,
             service,
             alive=lambda: self.is_running(service),
-            why_dead=lambda: self._last_line(service),
+            why_dead=lambda: last_line(self.logs(service)),
             timeout_s=float(self.info.config["startup_timeout_s"]),
         )
         if service == "toxiproxy":
@@ -199,7 +199,3 @@ class ComposeStack:
 
     def logs(self, service: str) -> str:
         return bytes(self._container(service).logs(stdout=True, stderr=True)).decode(errors="replace")
-
-    def _last_line(self, service: str) -> str:
-        lines = [ln for ln in self.logs(service).splitlines() if ln.strip()]
-        return lines[-1] if lines else "(empty log)"

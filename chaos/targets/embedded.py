@@ -22,7 +22,7 @@ from chaos.ports import ensure_free
 from chaos.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group
 from chaos.stack import LOOPBACK, PortPlan, StackConfig, StackInfo
 from chaos.targets.base import SERVICES, Capability
-from chaos.targets.bringup import create_proxies, wait_ready, warm_up
+from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
 from chaos.tools import smg_binary, toxiproxy_binary
 from chaos.toxiproxy import ToxiproxyClient
 from chaos.wait import wait_until
@@ -137,7 +137,7 @@ class EmbeddedStack:
             self.info,
             service,
             alive=lambda: alive(pid),
-            why_dead=lambda: f"{self._last_line(service)} (log: {self.log_path(service)})",
+            why_dead=lambda: f"{last_line(self.logs(service))} (log: {self.log_path(service)})",
             timeout_s=float(self.info.config["startup_timeout_s"]),
         )
 
@@ -222,7 +222,3 @@ class EmbeddedStack:
             return self.log_path(service).read_text(errors="replace")
         except FileNotFoundError:
             return ""
-
-    def _last_line(self, service: str) -> str:
-        lines = [ln for ln in self.logs(service).splitlines() if ln.strip()]
-        return lines[-1] if lines else "(empty log)"
