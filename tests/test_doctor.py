@@ -1,5 +1,8 @@
 """``pdchaos doctor`` names where requests are stuck: three live situations on the embedded
-stack (the issue's "done when"), the CLI, and the pure hop logic on crafted series."""
+stack (the issue's "done when"), the CLI, and the pure hop logic on crafted series.
+
+The live tests take the ``workload`` fixture for its steady-state probe: the stack must
+serve a request before each one (a frozen decode opens smg's circuit breakers for a while)."""
 
 from __future__ import annotations
 
@@ -84,7 +87,7 @@ def _wait_for(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-un
         time.sleep(0.05)
 
 
-def test_wedged_proxy_before_the_router(stack, faults, clients, tmp_path):
+def test_wedged_proxy_before_the_router(stack, workload, faults, clients, tmp_path):
     """Clients wait behind a blackholed client_router proxy: router and engines idle, a
     probe straight to the router succeeds, one through the clients' path does not."""
     with faults.blackhole("client_router", stream="upstream"):
@@ -100,7 +103,7 @@ def test_wedged_proxy_before_the_router(stack, faults, clients, tmp_path):
     assert saved["diagnosis"]["location"] == BEFORE_ROUTER and (folder / "timeline.png").stat().st_size > 0
 
 
-def test_frozen_decode(stack, faults, clients):
+def test_frozen_decode(stack, workload, faults, clients):
     """Decode frozen with requests on it: it does not answer, the router holds requests,
     and doctor names decode as stuck."""
     with faults.freeze("decode"):
@@ -122,7 +125,7 @@ def _open_router(stack) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
     return open_requests({"router": stack.logs("router")}, time.time() - 60)
 
 
-def test_rotating_load_is_no_problem_even_if_a_slow_sampler_reads_it_pinned(stack, faults, clients):
+def test_rotating_load_is_no_problem_even_if_a_slow_sampler_reads_it_pinned(stack, workload, faults, clients):
     """One user sends back to back over a slowed KV link: prefill's inflight queue is busy
     most of the time and empties between requests. At 20 Hz doctor sees it return to 0
     and its counters move: no problem. A 3 s sampler would have read it pinned."""
