@@ -221,7 +221,8 @@ def history(request: pytest.FixtureRequest, seed: int, stack: Target) -> Iterato
         try:
             capture_logs(h, cursor, {op.invoke.op for op in h.ops()})
             outcome, duration, reason, message = _outcome(request.node)
-            result = result_of(h, nodeid=request.node.nodeid, outcome=outcome, duration_s=duration, known_issue=reason, message=message)
+            stack_id = f"{stack.info.kind}:{stack.info.port_base}:{stack.info.run_id}"
+            result = result_of(h, nodeid=request.node.nodeid, outcome=outcome, duration_s=duration, known_issue=reason, message=message, stack=stack_id)
             write_test_report(folder, h, result)
             request.config.stash[_RESULTS].append(result)
         finally:
@@ -232,11 +233,11 @@ def _results(config: pytest.Config) -> list[dict[str, Any]]:
     """This process's test results; under xdist the controller has none of its own, so it
     reads what the workers wrote into the shared run folder."""
     results = config.stash.get(_RESULTS, [])
-    if results or _RUN_DIR not in config.stash:
+    if results or not config.pluginmanager.hasplugin("dsession"):  # dsession: the xdist controller
         return results
     import json
 
-    return [json.loads(p.read_text()) for p in sorted(config.stash[_RUN_DIR].glob("*/result.json"))]
+    return [json.loads(p.read_text()) for p in sorted(_run_dir(config).glob("*/result.json"))]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

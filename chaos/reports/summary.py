@@ -26,7 +26,7 @@ def _faults(history: History) -> list[dict[str, Any]]:
     return list(by_id.values())
 
 
-def result_of(history: History, *, nodeid: str, outcome: str, duration_s: float, known_issue: str = "", message: str = "") -> dict[str, Any]:
+def result_of(history: History, *, nodeid: str, outcome: str, duration_s: float, known_issue: str = "", message: str = "", stack: str = "") -> dict[str, Any]:
     counts = Counter(o.outcome.value if o.outcome else "open" for o in history.ops())
     return {
         "test": nodeid,
@@ -38,6 +38,7 @@ def result_of(history: History, *, nodeid: str, outcome: str, duration_s: float,
         "known_issue": known_issue,
         "message": message,
         "seed": history.seed,
+        "stack": stack,
     }
 
 

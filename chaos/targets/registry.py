@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from chaos.errors import ConfigError
@@ -18,6 +18,7 @@ from chaos.targets.base import Capability, Target
 __all__ = ["TARGETS", "TargetChoice", "load_target"]
 
 TARGETS = ("embedded", "compose", "compose-gpu", "attach")
+GPU_STARTUP_TIMEOUT_S = 900.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class TargetChoice:
             return self._attached()
         from chaos.targets.compose import ComposeStack
 
+        if self.name == "compose-gpu":  # SGLang loads a model and captures CUDA graphs first
+            cfg = replace(cfg, startup_timeout_s=max(cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S))
         return ComposeStack.up(cfg, self.name)
 
 

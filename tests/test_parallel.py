@@ -1,0 +1,39 @@
+"""``pytest -n 2`` gives every worker its own stack (own ports, own proxies) and the same
+results as a serial run, and one run summary that holds every worker's tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chaos.mutants import parse_junit
+from chaos.tools import REPO_ROOT
+
+SELECTION = ["suites/test_proxy_wedge.py", "suites/test_kv_link.py::test_kv_link_down_fails_both_legs_at_once", "suites/test_prefill_crash.py::test_decode_picks_up_a_restarted_prefill"]
+
+
+def _run(tmp_path: Path, name: str, port_base: int, *extra: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """Per test: its outcome and its verdicts' statuses; and the stacks the tests ran on."""
+    junit = tmp_path / f"{name}.xml"
+    reports = tmp_path / name
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", *SELECTION, "-q", "-p", "no:cacheprovider", f"--port-base={port_base}", f"--junitxml={junit}", f"--reports-dir={reports}", "--seed=7", *extra],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "PDCHAOS_RUN_ID": name},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:]
+    failed, _, passed = parse_junit(junit)
+    summary = json.loads((reports / name / "summary.json").read_text())
+    outcomes = {t["test"]: (t["outcome"], *(f"{v['name']}={v['status']}" for v in t["verdicts"])) for t in summary["tests"]}
+    assert passed == len(outcomes) and not failed
+    return outcomes, {t["stack"] for t in summary["tests"]}
+
+
+def test_two_workers_agree_with_a_serial_run(tmp_path, pytestconfig):
+    base = pytestconfig.getoption("--port-base") + 5000
+    serial, serial_stacks = _run(tmp_path, "serial", base)
+    parallel, parallel_stacks = _run(tmp_path, "parallel", base + 1000, "-n", "2")
+    assert parallel == serial and len(serial) == 6
+    assert len(serial_stacks) == 1 and len(parallel_stacks) == 2  # one stack per worker, own ports
