@@ -91,7 +91,7 @@ def test_wedged_proxy_before_the_router(stack, workload, faults, clients, tmp_pa
     """Clients wait behind a blackholed client_router proxy: router and engines idle, a
     probe straight to the router succeeds, one through the clients' path does not."""
     with faults.blackhole("client_router", stream="upstream"):
-        waiting = clients(timeout_s=WINDOW_S + 12).send(4)
+        waiting = clients(timeout_s=WINDOW_S + 8).send(4)  # still waiting when the window and both probes (~5 s) end
         report = run_doctor(stack, window_s=WINDOW_S, probe=True)
     waiting.join()
     d = report.diagnosis
