@@ -26,7 +26,7 @@ from chaos.history import History
 from chaos.ports import PortAllocator
 from chaos.reports.logs import LogCursor, capture_logs
 from chaos.reports.summary import result_of, write_run_summary, write_test_report
-from chaos.sampler import Sampler
+from chaos.sampler import Sampler, metrics_urls
 from chaos.stack import StackConfig, Timeouts
 from chaos.toxiproxy import ToxiproxyClient
 from chaos.targets.base import Capability, Target
@@ -277,11 +277,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
 
 @pytest.fixture
 def sampler(stack: Target, history: History) -> Iterator[Sampler]:
-    e = stack.info.endpoints
-    urls = {"prefill": e["prefill"] + "/metrics", "decode": e["decode"] + "/metrics", "router": e["router_metrics"]}
-    if "toxiproxy_metrics" in e:
-        urls["toxiproxy"] = e["toxiproxy_metrics"]
-    s = Sampler(history, urls).start()
+    s = Sampler(history, metrics_urls(stack.info.endpoints)).start()
     s.wait_for_sample(2.0)
     try:
         yield s

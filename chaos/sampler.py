@@ -49,6 +49,14 @@ def parse_metrics(text: str) -> dict[str, float]:
     return values
 
 
+def metrics_urls(endpoints: dict[str, str]) -> dict[str, str]:
+    """source -> /metrics URL for a stack's endpoints: engines, router, and Toxiproxy if any."""
+    urls = {"prefill": endpoints["prefill"] + "/metrics", "decode": endpoints["decode"] + "/metrics", "router": endpoints["router_metrics"]}
+    if "toxiproxy_metrics" in endpoints:
+        urls["toxiproxy"] = endpoints["toxiproxy_metrics"]
+    return urls
+
+
 class Sampler:
     """``start()`` then ``stop()``; ``latest(source)`` serves triggers between samples."""
 

@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["HOPS", "Diagnosis", "Hop", "HopStats", "diagnose", "hop_stats"]
+from chaos.reports.stuck import BEFORE_ROUTER  # one name for that location, in stuck.md and here
+
+__all__ = ["BEFORE_ROUTER", "HOPS", "Diagnosis", "Hop", "HopStats", "diagnose", "hop_stats"]
 
 Series = list[tuple[float, float]]
 
@@ -41,7 +43,6 @@ HOPS = (
     Hop("decode running", "decode", "num_running_reqs", _DECODE_OUT),
 )
 ENGINE_HOPS = tuple(h.name for h in HOPS if h.source != "router")
-BEFORE_ROUTER = "client side or a proxy before the router"
 NO_PROBLEM = "no problem found"
 COARSE_PERIOD_S = 3.0
 

@@ -18,7 +18,7 @@ from typing import Any
 from chaos.doctor.hops import HOPS, Diagnosis, HopStats, diagnose, hop_stats
 from chaos.doctor.openreqs import open_requests
 from chaos.history import History, Sample
-from chaos.sampler import Sampler
+from chaos.sampler import Sampler, metrics_urls
 from chaos.targets.base import Target
 from chaos.workloads import Client, Deadlines
 
@@ -39,7 +39,6 @@ class DoctorReport:
     probes: dict[str, dict[str, Any]]
     diagnosis: Diagnosis
     started_wall: float
-    folder: Path | None = None
     samples: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -70,7 +69,7 @@ def _probe(url: str) -> dict[str, Any]:
 
 def run_doctor(target: Target, *, window_s: float = 10.0, probe: bool = False, logs_since: float | None = None, interval_s: float = INTERVAL_S) -> DoctorReport:
     e = target.info.endpoints
-    urls = {"router": e["router_metrics"], "prefill": e["prefill"] + "/metrics", "decode": e["decode"] + "/metrics"}
+    urls = {name: url for name, url in metrics_urls(e).items() if name != "toxiproxy"}  # the hops' own sources
     history = History()
     started = time.time()
     sampler = Sampler(history, urls, interval_s=interval_s).start()
@@ -126,5 +125,4 @@ def write_report(report: DoctorReport, reports_dir: Path) -> Path:
     fig.tight_layout()
     fig.savefig(folder / "timeline.png", dpi=90)
     plt.close(fig)
-    report.folder = folder
     return folder
