@@ -60,13 +60,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _status(target: Target) -> dict[str, object]:
     info = target.info
-    return {
-        "kind": info.kind,
-        "run_id": info.run_id,
-        "endpoints": info.endpoints,
-        "services": {n: {"running": target.is_running(n), "frozen": target.is_running(n) and target.is_frozen(n)} for n in SERVICES},
-        "proxies": info.proxies,
-    }
+    services = {}
+    for n in SERVICES:
+        running = target.is_running(n)  # one look per question: on Compose each is a docker API call
+        services[n] = {"running": running, "frozen": running and target.is_frozen(n)}
+    return {"kind": info.kind, "run_id": info.run_id, "endpoints": info.endpoints, "services": services, "proxies": info.proxies}
 
 
 def _svc(target: Target, action: str, service: str) -> int:

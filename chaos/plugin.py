@@ -237,7 +237,8 @@ def _results(config: pytest.Config) -> list[dict[str, Any]]:
         return results
     import json
 
-    return [json.loads(p.read_text()) for p in sorted(_run_dir(config).glob("*/result.json"))]
+    results[:] = [json.loads(p.read_text()) for p in sorted(_run_dir(config).glob("*/result.json"))]  # read once, for summary and table
+    return results
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -43,7 +43,10 @@ class AttachedStack:
         self.info = info
         self.commands = commands
         self.allow_destructive = allow_destructive
-        self.capabilities = self.capabilities_of(info, commands, allow_destructive)
+        caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
+        if self._can_act() and allow_destructive:
+            caps.add(Capability.PROCESS_CONTROL)
+        self.capabilities = frozenset(caps)
 
     @classmethod
     def from_file(cls, path: Path, *, allow_destructive: bool = False, state_dir: Path = Path(".pdchaos")) -> "AttachedStack":
@@ -74,18 +77,14 @@ class AttachedStack:
         )
         return cls(info, raw.get("services", {}), allow_destructive=allow_destructive)
 
-    @staticmethod
-    def capabilities_of(info: StackInfo, commands: dict[str, dict[str, str]], allow_destructive: bool) -> frozenset[Capability]:
-        caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
-        can_act = all(all(c in commands.get(s, {}) for c in _PROCESS_COMMANDS) for s in ("prefill", "decode", "router"))
-        if can_act and allow_destructive:
-            caps.add(Capability.PROCESS_CONTROL)
-        return frozenset(caps)
+    def _can_act(self) -> bool:
+        """Whether the file gives every process command for prefill, decode and router."""
+        return all(all(c in self.commands.get(s, {}) for c in _PROCESS_COMMANDS) for s in ("prefill", "decode", "router"))
 
     def missing_reason(self, cap: Capability) -> str:
         """Why this stack lacks a capability, for the skip message."""
         if cap is Capability.PROCESS_CONTROL:
-            if not all(all(c in self.commands.get(s, {}) for c in _PROCESS_COMMANDS) for s in ("prefill", "decode", "router")):
+            if not self._can_act():
                 return f"the stack file gives no {'/'.join(_PROCESS_COMMANDS)} commands for prefill, decode and router"
             return DESTRUCTIVE_HINT
         if cap in _LINK_CAPABILITY.values():

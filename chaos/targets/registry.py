@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from chaos.errors import ConfigError
@@ -40,7 +41,9 @@ class TargetChoice:
         """Whether the rig starts (and may configure) its own stacks on this target."""
         return self.name != "attach"
 
+    @cached_property
     def _attached(self) -> Target:
+        """The attached deployment, its stack file read and checked once (not once per skip)."""
         from chaos.targets.attach import AttachedStack
 
         assert self.stack_file is not None
@@ -50,14 +53,14 @@ class TargetChoice:
         if self.name == "embedded":
             return frozenset(Capability)
         if self.name == "attach":
-            return self._attached().capabilities
+            return self._attached.capabilities
         from chaos.targets.compose import VARIANTS
 
         return VARIANTS[self.name][1]
 
     def missing_reason(self, cap: Capability) -> str:
         if self.name == "attach":
-            return self._attached().missing_reason(cap)  # type: ignore[attr-defined]
+            return self._attached.missing_reason(cap)  # type: ignore[attr-defined]
         return f"target {self.name} lacks {cap.value}"
 
     def start(self, cfg: StackConfig) -> Target:
@@ -66,7 +69,7 @@ class TargetChoice:
 
             return EmbeddedStack.up(cfg)
         if self.name == "attach":
-            return self._attached()
+            return self._attached
         from chaos.targets.compose import ComposeStack
 
         if self.name == "compose-gpu":  # SGLang loads a model and captures CUDA graphs first
