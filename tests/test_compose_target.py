@@ -15,31 +15,17 @@ from pathlib import Path
 import pytest
 
 from chaos.tools import REPO_ROOT
+from tests.dockerhost import engine_or_skip, project_containers
 
 PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
 COMPOSE = REPO_ROOT / "compose"
 
 
-def _engine() -> object:
-    try:
-        import docker
-
-        client = docker.from_env(timeout=5)
-        client.ping()
-        return client
-    except Exception as exc:
-        pytest.skip(f"no Docker engine ({exc}); scripts/docker-setup.sh installs and starts one")
-
-
 @pytest.fixture(scope="module")
 def engine():
-    client = _engine()
+    client = engine_or_skip()
     yield client
     client.close()
-
-
-def _project_containers(engine, project: str) -> list:
-    return engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})
 
 
 def _compose_config(*files: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -89,7 +75,7 @@ def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factor
     info = json.loads(r.stdout)
     project = info["config"]["compose"]["project"]
     try:
-        assert len(_project_containers(engine, project)) == 4
+        assert len(project_containers(engine, project)) == 4
         status = json.loads(cli("status").stdout)
         assert status["kind"] == "compose" and all(s["running"] and not s["frozen"] for s in status["services"].values())
         assert cli("svc", "freeze", "decode").returncode == 0
@@ -107,7 +93,7 @@ def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factor
     finally:
         r = cli("down")
     assert r.returncode == 0, r.stderr
-    assert _project_containers(engine, project) == []
+    assert project_containers(engine, project) == []
     assert not (state / "stack.json").exists()
 
 
@@ -127,8 +113,8 @@ def test_a_crashed_sessions_containers_are_reaped(engine, tmp_path, stack_factor
     r = subprocess.run([sys.executable, "-c", crash], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == -9, r.stderr
     project = f"pdchaos-{base}"
-    assert len(_project_containers(engine, project)) == 4
+    assert len(project_containers(engine, project)) == 4
     r = subprocess.run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(reap_orphans())"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "state" in r.stdout, r.stderr
-    assert _project_containers(engine, project) == []
+    assert project_containers(engine, project) == []
     assert [n.name for n in engine.networks.list() if "pdchaos" in n.name] == []

@@ -16,6 +16,7 @@ from chaos.ports import PortAllocator
 from chaos.procs import alive
 from chaos.tools import REPO_ROOT
 from chaos.wait import wait_until
+from tests.dockerhost import engine_or_skip, project_containers
 
 SCENARIO = "suites/test_kv_link.py::test_slow_kv_link_is_not_stuck"
 
@@ -130,22 +131,17 @@ def test_sigint_at_a_random_moment_leaves_nothing(tmp_path, base, seed, draw):
 
 
 def test_sigint_mid_fault_on_the_compose_target_leaves_no_container(tmp_path, base):
-    docker = pytest.importorskip("docker")
-    try:
-        engine = docker.from_env(timeout=5)
-        engine.ping()
-    except Exception as exc:
-        pytest.skip(f"no Docker engine ({exc})")
+    engine = engine_or_skip()
     proc = _start(tmp_path, base, "--target", "compose")
     project = f"pdchaos-{base}"
     try:
         wait_until(lambda: _fault_active(tmp_path), timeout_s=90, what="the scenario's fault is in place")
-        assert len(engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"})) == 4
+        assert len(project_containers(engine, project)) == 4
         proc.send_signal(signal.SIGINT)
         _wait_or_explain(proc, tmp_path, 60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert engine.containers.list(all=True, filters={"label": f"com.docker.compose.project={project}"}) == []
+    assert project_containers(engine, project) == []
     assert not _processes_on(base)
     engine.close()
