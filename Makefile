@@ -1,8 +1,13 @@
 # The two Quick start commands (README): `make suites` and `make test`. Both set up first.
-.PHONY: setup docker suites suites-compose test mutants leftovers bench clean
+.PHONY: setup setup-sglang docker suites suites-sglang suites-compose test mutants leftovers bench clean
 
 setup:
 	scripts/setup.sh
+
+# Real SGLang on CPU: its venv, Mooncake's libraries and the tiny model under .tools/sglang
+# (about 7 GB, 5 minutes on a fresh machine).
+setup-sglang: setup
+	scripts/setup-sglang.sh
 
 # Docker engine (no bridge), Compose v2, the offline base image and the CPU image.
 docker: setup
@@ -10,6 +15,10 @@ docker: setup
 
 suites: setup
 	scripts/pytest.sh suites $(PYTEST_ARGS)
+
+# The same suites against real SGLang prefill and decode engines on CPU.
+suites-sglang: setup-sglang
+	scripts/pytest.sh suites --target sglang-cpu --timeout 400 $(PYTEST_ARGS)
 
 # The same suites against the CPU compose stack (containers, host networking).
 suites-compose: docker
@@ -28,6 +37,7 @@ leftovers:
 bench: setup
 	.venv/bin/python bench/pdsim_throughput.py
 	.venv/bin/python bench/suite_times.py --matrix
+	.venv/bin/python bench/target_costs.py
 
 clean:
 	-.venv/bin/pdchaos down 2>/dev/null

@@ -1,6 +1,8 @@
-"""Wall time of the clean suite, its five slowest tests, and (with --matrix) the kill matrix.
+"""Wall time of the clean suite on a target, its five slowest tests, and (with --matrix) the
+kill matrix.
 
-Run: ``.venv/bin/python bench/suite_times.py [--matrix]`` on an otherwise idle machine.
+Run: ``.venv/bin/python bench/suite_times.py [--target sglang-cpu] [--matrix]`` on an
+otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--matrix", action="store_true", help="also time `pdchaos mutants`")
     ap.add_argument("--port-base", type=int, default=19000)
+    ap.add_argument("--target", default="embedded", help="embedded (default) or sglang-cpu")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "suite.xml"
         t0 = time.monotonic()
-        rc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=1800).returncode
+        rc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}", f"--target={args.target}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=3600).returncode
         wall = time.monotonic() - t0
         cases = sorted(((float(c.get("time", 0)), f"{c.get('classname')}::{c.get('name')}") for c in ET.parse(junit).getroot().iter("testcase")), reverse=True)
-    print(f"clean suite: {wall:.0f} s wall, {len(cases)} tests, pytest exit {rc}")
+    print(f"clean suite on {args.target}: {wall:.0f} s wall, {len(cases)} tests, pytest exit {rc}")
     for seconds, name in cases[:5]:
         print(f"  {seconds:6.1f} s  {name}")
     if args.matrix:

@@ -12,7 +12,9 @@ __all__ = ["Bounds"]
 @dataclass(frozen=True)
 class Bounds:
     """Seconds. ``slack_s`` is how late a watchdog may fire; ``forward_s`` the longest
-    prefill forward of the suites' prompts; ``recovery_s`` how soon service must return."""
+    prefill forward of the suites' prompts; ``recovery_s`` how soon service must return;
+    ``restart_s`` how long the target may take to bring a killed engine back (a client that
+    retries through a restart needs a budget that spans it)."""
 
     bootstrap_s: float
     waiting_s: float
@@ -22,6 +24,7 @@ class Bounds:
     slack_s: float
     forward_s: float
     recovery_s: float
+    restart_s: float
 
     @classmethod
     def of(cls, info: StackInfo) -> "Bounds":
@@ -36,4 +39,5 @@ class Bounds:
             slack_s=float(c.get("slack_s", 1.5)),
             forward_s=float(c.get("forward_s", 2.0)),
             recovery_s=float(c.get("recovery_s", 10.0)),
+            restart_s=float(c.get("restart_s", 5.0)),
         )

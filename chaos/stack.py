@@ -34,12 +34,15 @@ class Timeouts:
     will (a dead or frozen decode).
     """
 
-    bootstrap_s: float = 3.0
-    waiting_s: float = 6.0
+    bootstrap_s: int = 3
+    waiting_s: int = 6
     inflight_s: float = 10.0
     heartbeat_interval_s: float = 2.0
     heartbeat_max_failure: int = 2
 
+    # SGLang reads these as integers (``EnvInt``); "3.0" would be ignored with a warning and
+    # the 300 s default kept, so they are written and accepted as whole seconds only.
+    INTEGER = ("bootstrap_s", "waiting_s", "heartbeat_max_failure")
     ENV = {
         "bootstrap_s": "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
         "waiting_s": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
@@ -56,13 +59,14 @@ class Timeouts:
             raw = env.get(var)
             if raw:
                 try:
-                    values[attr] = int(raw) if attr == "heartbeat_max_failure" else float(raw)
+                    values[attr] = int(raw) if attr in cls.INTEGER else float(raw)
                 except ValueError as exc:
-                    raise ConfigError(f"{var}={raw!r} is not a number") from exc
+                    kind = "a whole number (SGLang parses it with int())" if attr in cls.INTEGER else "a number"
+                    raise ConfigError(f"{var}={raw!r} is not {kind}") from exc
         return cls(**values)
 
     def to_env(self) -> dict[str, str]:
-        return {var: str(getattr(self, attr)) for attr, var in self.ENV.items()}
+        return {var: str(int(getattr(self, attr)) if attr in self.INTEGER else float(getattr(self, attr))) for attr, var in self.ENV.items()}
 
     @property
     def heartbeat_detect_s(self) -> float:
@@ -92,9 +96,11 @@ class PortPlan:
     decode = property(lambda s: s.base + 9)
     decode_kv = property(lambda s: s.base + 10)
     kv = property(lambda s: s.base + 11)
+    prefill_dist = property(lambda s: s.base + 12)  # SGLang's torch.distributed port (--nccl-port)
+    decode_dist = property(lambda s: s.base + 13)
 
     def all(self) -> list[int]:
-        return list(range(self.base, self.base + 12))
+        return list(range(self.base, self.base + 14))
 
     def as_env(self) -> dict[str, str]:
         """``PDCHAOS_PORT_<NAME>`` for each port: what compose/stack.yaml reads."""
@@ -120,6 +126,11 @@ class StackConfig:
     slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
     recovery_s: float = 10.0  # how soon a fresh request must succeed after healing
+    restart_s: float = 5.0  # how long the target may take to bring a killed engine back
+    model: str = "pdsim/deterministic-1"  # the served model name clients must send
+    # Whether prefill frees rooms pinned in its inflight queue after inflight_s: pdsim models
+    # the patched engine of the incident; upstream SGLang has no such watchdog.
+    inflight_watchdog: bool = True
 
 
 @dataclass
@@ -137,9 +148,10 @@ class StackInfo:
     created: float = field(default_factory=time.time)
 
     @classmethod
-    def planned(cls, kind: str, cfg: StackConfig, run_id: str) -> "StackInfo":
+    def planned(cls, kind: str, cfg: StackConfig, run_id: str, links: tuple[str, ...] = PROXIES) -> "StackInfo":
         """The description of a stack on loopback ports from ``cfg.port_base``, before it starts.
-        Every target that runs the stack itself (local processes, Compose) lays it out so."""
+        Every target that runs the stack itself (local processes, Compose) lays it out so;
+        ``links`` names the proxies it really puts on the engines' paths."""
         ports = PortPlan(cfg.port_base)
 
         def url(port: int) -> str:
@@ -164,15 +176,21 @@ class StackInfo:
                 "toxiproxy_metrics": f"{url(ports.toxiproxy)}/metrics",
             },
             proxies={
-                "client_router": link(ports.client_router, ports.router),
-                "bootstrap": link(ports.bootstrap, ports.prefill_bootstrap),
-                "control": link(ports.control, ports.prefill_control),
-                "kv": link(ports.kv, ports.decode_kv),
+                name: lnk
+                for name, lnk in {
+                    "client_router": link(ports.client_router, ports.router),
+                    "bootstrap": link(ports.bootstrap, ports.prefill_bootstrap),
+                    "control": link(ports.control, ports.prefill_control),
+                    "kv": link(ports.kv, ports.decode_kv),
+                }.items()
+                if name in links
             },
             services={},
             config={
                 "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
                 "defects": [d for d in cfg.defects.split(",") if d],
+                "model": cfg.model,
+                "inflight_watchdog": cfg.inflight_watchdog,
                 "router_request_timeout_s": cfg.router_request_timeout_s,
                 "router_cb_timeout_s": cfg.router_cb_timeout_s,
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
@@ -183,6 +201,7 @@ class StackInfo:
                 "slack_s": cfg.slack_s,
                 "forward_s": cfg.forward_s,
                 "recovery_s": cfg.recovery_s,
+                "restart_s": cfg.restart_s,
             },
         )
 

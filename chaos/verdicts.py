@@ -177,8 +177,9 @@ def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, sl
 def no_leak(*, gauges: list[tuple[str, str]], within_s: float, since: str = "heal") -> Check:
     """Each gauge returns to its pre-fault baseline (its lowest value before the first
     fault) within ``within_s`` of the last heal
-    (``since="heal"``) or of the moment the system went quiet: healed and no request open
-    (``since="quiet"``), for scenarios whose load goes on after the heal."""
+    (``since="heal"``), of the moment the system went quiet: healed and no request open
+    (``since="quiet"``), for scenarios whose load goes on after the heal, or of the first
+    fault (``since="fault"``), for what must be let go while the fault still lasts."""
 
     @_named(f"no_leak(within={within_s:g}s of {since})")
     def check(h: History) -> Verdict:
@@ -189,6 +190,8 @@ def no_leak(*, gauges: list[tuple[str, str]], within_s: float, since: str = "hea
         if since == "quiet":
             ends = [o.complete.t for o in h.ops() if o.complete is not None]
             heal = max([heal, *ends])
+        elif since == "fault":
+            heal = inject
         problems, unknown, notes = [], [], []
         for source, metric in gauges:
             series = h.series(source, metric)

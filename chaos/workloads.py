@@ -285,7 +285,7 @@ class Conversation:
             for rnd in range(self.rounds):
                 text = " ".join(rng.choice(WORDS) for _ in range(self.words_per_round))
                 messages.append({"role": "user", "content": f"round {rnd}: {text}"})
-                body = {"model": self.workload.model, "messages": list(messages), "max_tokens": self.max_tokens, "ignore_eos": True, "stream": self.stream}
+                body = self.workload.chat(messages, max_tokens=self.max_tokens, ignore_eos=True, stream=self.stream)
                 if self.stream:
                     body["stream_options"] = {"include_usage": True}
                 retry = Retrying(stop=stop_after_attempt(self.retries + 1), wait=wait_fixed(self.retry_wait_s), retry=retry_if_result(lambda r: r.outcome in self.retry_on))
@@ -315,6 +315,14 @@ class Workload:
     def conversations(self, *, agents: int, rounds: int, deadlines: Deadlines | None = None, **kw: Any) -> Conversation:
         return Conversation(self, agents, rounds, deadlines or self.deadlines, **kw)
 
+    def chat(self, messages: str | list[dict[str, str]], *, max_tokens: int, **extra: Any) -> dict[str, Any]:
+        """A chat-completions body for the target's model, decoded greedily (temperature 0):
+        a reply is then a function of its context on a real engine too, so it can be held
+        against a baseline. ``messages`` may be one user message's text."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": messages}]
+        return {"model": self.model, "messages": list(messages), "max_tokens": max_tokens, "temperature": 0, **extra}
+
     def request(self, path: str, body: dict[str, Any], *, phase: str = "", deadlines: Deadlines | None = None) -> Reply:
         client = Client(self.base_url, self.history, deadlines or self.deadlines)
         try:
@@ -324,12 +332,11 @@ class Workload:
 
     def abort_storm(self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: str = "") -> list[Reply]:
         """``n`` streams at once, each hung up by its client after ``after_events`` events."""
-        body = {"model": self.model, "messages": [{"role": "user", "content": "a long story"}], "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
-
         def one(i: int) -> Reply:
             client = Client(self.base_url, self.history, self.deadlines)
             try:
-                return client.request("/v1/chat/completions", {**body, "messages": [{"role": "user", "content": f"a long story {i}"}]}, phase=phase, hang_up_after=after_events)
+                body = self.chat(f"a long story {i}", max_tokens=max_tokens, ignore_eos=True, stream=True)
+                return client.request("/v1/chat/completions", body, phase=phase, hang_up_after=after_events)
             finally:
                 client.close()
 
@@ -338,7 +345,7 @@ class Workload:
 
     def probe_until_ok(self, *, within_s: float, interval_s: float = 0.25) -> Reply:
         """Fresh short requests (phase "probe") until one succeeds or ``within_s`` passes."""
-        body = {"model": self.model, "messages": [{"role": "user", "content": "recovery probe"}], "max_tokens": 2}
+        body = self.chat("recovery probe", max_tokens=2)
         short = Deadlines(connect_s=1.0, read_s=min(5.0, within_s), stall_s=2.0, total_s=min(5.0, within_s))
         retry = Retrying(stop=stop_after_delay(within_s), wait=wait_fixed(interval_s), retry=retry_if_result(lambda r: not r.ok))
         try:

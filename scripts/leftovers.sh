@@ -3,7 +3,7 @@
 # Toxiproxy processes, Compose containers of pdchaos-* projects, networks, dangling images.
 set -uo pipefail
 found=0
-procs=$(pgrep -af 'toxiproxy-server|python -m pdsim|smg::router|smg launch|smg.launch_router' | grep -v 'pgrep\|<defunct>' || true)
+procs=$(pgrep -af 'toxiproxy-server|python -m pdsim|smg::router|smg launch|smg.launch_router|sglang.launch_server|sglang::' | grep -v 'pgrep\|<defunct>' || true)
 if [ -n "$procs" ]; then echo "leftover processes:"; echo "$procs"; found=1; fi
 if command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; then
   containers=$(docker ps -a --format '{{.Names}} {{.Label "com.docker.compose.project"}} {{.Status}}' | awk '$2 ~ /^pdchaos/' || true)

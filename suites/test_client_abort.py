@@ -27,7 +27,7 @@ def test_abort_storm_mid_stream(stack, history, sampler, workload, faults, bound
 
 
 def test_clients_give_up_before_the_reply(stack, history, sampler, workload, faults, bounds):
-    body = {"model": "pdsim/deterministic-1", "messages": [{"role": "user", "content": "word " * 800}], "max_tokens": 50}
+    body = workload.chat("word " * 800, max_tokens=50)
     impatient = Deadlines(read_s=0.3, total_s=1.0)
     with faults.by_clients("8 non-stream requests abandoned after 0.3 s"):
         for i in range(8):

@@ -16,17 +16,15 @@ from chaos import verdicts as v
 
 pytestmark = [pytest.mark.fault("load")]
 
-MODEL = "pdsim/deterministic-1"
 
-
-def _body(i: int) -> dict:
-    return {"model": MODEL, "messages": [{"role": "user", "content": f"canary {i}: " + "quartz " * (i % 7)}], "max_tokens": 12, "ignore_eos": True}
+def _body(workload, i: int) -> dict:
+    return workload.chat(f"canary {i}: " + "quartz " * (i % 7), max_tokens=12, ignore_eos=True)
 
 
 def test_concurrent_replies_equal_their_sequential_baseline(stack, history, workload):
     n = 32
     for i in range(n):
-        workload.request("/v1/chat/completions", _body(i), phase="baseline")
+        workload.request("/v1/chat/completions", _body(workload, i), phase="baseline")
     with ThreadPoolExecutor(max_workers=n) as pool:
-        list(pool.map(lambda i: workload.request("/v1/chat/completions", _body(i), phase="concurrent"), range(n), timeout=60))
+        list(pool.map(lambda i: workload.request("/v1/chat/completions", _body(workload, i), phase="concurrent"), range(n), timeout=60))
     v.expect(history, v.outcomes_in(set()), v.replies_match_baseline())

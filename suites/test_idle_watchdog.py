@@ -17,14 +17,12 @@ from chaos.workloads import Deadlines
 
 pytestmark = [pytest.mark.fault("network")]
 
-MODEL = "pdsim/deterministic-1"
-
 
 @pytest.mark.needs("proxied_control")
 def test_lone_request_with_a_stalled_handshake(stack, history, sampler, workload, faults, bounds):
     lone = Deadlines(read_s=bounds.waiting_s + 3 * bounds.slack_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.waiting_s + 3 * bounds.slack_s)
     with faults.blackhole("control", stream="upstream"):
-        workload.request("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "user", "content": "alone"}], "max_tokens": 4, "stream": True}, deadlines=lone)
+        workload.request("/v1/chat/completions", workload.chat("alone", max_tokens=4, stream=True), deadlines=lone)
     v.expect(
         history,
         v.every_request_terminal(within_s=lone.total_s),
@@ -33,11 +31,11 @@ def test_lone_request_with_a_stalled_handshake(stack, history, sampler, workload
     )
 
 
-@pytest.mark.needs("process_control")
+@pytest.mark.needs("process_control", "inflight_watchdog")
 def test_lone_transfer_to_a_frozen_decode(stack, history, sampler, workload, faults, bounds):
     import threading
 
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "word " * 1500}], "max_tokens": 4}  # 1.5 s forward
+    body = workload.chat("word " * 1500, max_tokens=4)  # 1.5 s forward
     lone = Deadlines(read_s=bounds.inflight_s + bounds.forward_s + 2 * bounds.slack_s, total_s=bounds.inflight_s + bounds.forward_s + 2 * bounds.slack_s)
     th = threading.Thread(target=workload.request, args=("/v1/chat/completions", body), kwargs={"deadlines": lone})
     th.start()

@@ -3,9 +3,14 @@
 Bug classes: decode that never notices a dead prefill (NIXL without a heartbeat, #10365);
 stale cached prefill route info after prefill is replaced (#33789, PRs #34289/#36029).
 Fault model: SIGKILL of prefill while decode waits for KV (triggered by decode's transfer
-queue), SIGSTOP, and a restart. Verdicts: decode's heartbeat fails the waiting rooms
-within its detection bound (before the waiting timeout could), failures are clean, decode
+queue), SIGSTOP, and a restart. Verdicts: decode lets go of the waiting rooms within its
+heartbeat's detection bound (before the waiting timeout could), failures are clean, decode
 picks up the restarted prefill, nothing leaks.
+
+Which mechanism frees the rooms is the engine's business: pdsim's heartbeat does; behind
+smg 1.13.0, real SGLang's decode is told sooner, because smg aborts both legs as soon as
+the prefill leg fails and SGLang aborts a request whose client went away. What a user
+needs is that decode holds nothing for a dead prefill past the heartbeat's bound.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from chaos import verdicts as v
 from chaos.triggers import gauge
 from chaos.workloads import Deadlines
 from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
+
+DECODE_QUEUES = [q for q in ENGINE_QUEUES if q[0] == "decode"]
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
@@ -39,12 +46,21 @@ def test_prefill_killed_while_decode_waits(stack, history, sampler, workload, fa
         history,
         v.every_request_terminal(within_s=bounds.router_timeout_s),
         v.failed_requests_are_clean(),
-        # rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
-        v.watchdog_fired("decode heartbeat", source="decode", counter="num_transfer_failed_reqs_total", timeout_s=interval * (misses - 1), slack_s=interval + HEARTBEAT_SLACK_S),
+        # at the latest, rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
+        v.no_leak(gauges=DECODE_QUEUES, within_s=interval * misses + HEARTBEAT_SLACK_S, since="fault"),
         *after,
     )
 
 
+@pytest.mark.known_issue(
+    "smg 1.13.0 sends a streaming PD request no response headers while its prefill leg hangs: with "
+    "prefill frozen, SGLang 0.5.23's decode fails the request by its waiting timeout (HTTP 200 with an "
+    "abort event, 'Decode transfer failed ... timed out after 6.0s in KVPoll.WaitingForInput' in its "
+    "log) but smg forwards nothing; clients wait until their own deadline (smg logs status 499 "
+    "'client closed the connection before the response') or smg's --request-timeout-secs. Evidence: "
+    "failed_requests_are_clean lists client_timeout with no first byte for every agent.",
+    targets=("sglang-cpu",),
+)
 def test_prefill_frozen_then_thawed(stack, history, sampler, workload, faults, bounds):
     convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase="fault").start()
     with faults.freeze("prefill", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):

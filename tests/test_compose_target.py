@@ -51,6 +51,8 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
             assert "--enable-metrics" in svc["command"] and any(a.startswith("--disaggregation-mode=") for a in svc["command"])
             assert svc["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
             assert svc["environment"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "3"
+            # smg serves only the name the workers report; the rig sends SGLANG_MODEL (chaos/targets/registry.py)
+            assert "--served-model-name=Qwen/Qwen2.5-0.5B-Instruct" in svc["command"]
 
 
 def test_ports_follow_the_port_plan(engine):

@@ -14,6 +14,7 @@ import pytest
 
 from chaos.ports import PortAllocator
 from chaos.procs import alive
+from chaos.stack import PortPlan
 
 PDCHAOS = [sys.executable, "-m", "chaos.cli"]
 
@@ -58,7 +59,7 @@ def test_up_json_status_down_leaves_no_process(cli):
     assert down.returncode == 0, down.stderr
     assert not any(alive(s["pid"]) for s in info["services"].values())
     assert not (cli.state / "stack.json").exists()
-    for port in range(cli.base, cli.base + 12):
+    for port in PortPlan(cli.base).all():
         with socket.socket() as s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", port))

@@ -27,7 +27,7 @@ DESTRUCTIVE_HINT = "pass --allow-destructive to let pd-chaos kill, freeze and re
 # SGLang's and smg's own defaults: what a deployment runs with unless its stack file says otherwise.
 _DEFAULT_TIMEOUTS = {"bootstrap_s": 300.0, "waiting_s": 300.0, "inflight_s": 300.0, "heartbeat_interval_s": 5.0, "heartbeat_max_failure": 2}
 _DEFAULT_ROUTER = {"request_timeout_s": 1800.0, "cb_timeout_s": 60.0}
-_DEFAULT_BOUNDS = {"slack_s": 1.5, "forward_s": 2.0, "recovery_s": 10.0, "startup_timeout_s": 120.0, "command_timeout_s": 30.0}
+_DEFAULT_BOUNDS = {"slack_s": 1.5, "forward_s": 2.0, "recovery_s": 10.0, "restart_s": 120.0, "startup_timeout_s": 120.0, "command_timeout_s": 30.0}
 _PROCESS_COMMANDS = ("running", "frozen", "kill", "start", "restart", "freeze", "thaw")
 _LINK_CAPABILITY = {"client_router": Capability.PROXIED_CLIENT, "bootstrap": Capability.PROXIED_BOOTSTRAP, "control": Capability.PROXIED_CONTROL, "kv": Capability.PROXIED_KV}
 
@@ -44,6 +44,8 @@ class AttachedStack:
         self.commands = commands
         self.allow_destructive = allow_destructive
         caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
+        if info.config.get("inflight_watchdog"):
+            caps.add(Capability.INFLIGHT_WATCHDOG)
         if self._can_act() and allow_destructive:
             caps.add(Capability.PROCESS_CONTROL)
         self.capabilities = frozenset(caps)
@@ -70,6 +72,8 @@ class AttachedStack:
                 "stack_file": str(Path(path).resolve()),
                 "timeouts": timeouts | {"heartbeat_detect_s": _heartbeat_detect_s(timeouts)},
                 "defects": [],
+                # only a patched engine has one; its stack file says so by giving its timeout
+                "inflight_watchdog": "inflight_s" in raw.get("timeouts", {}),
                 "router_request_timeout_s": router["request_timeout_s"],
                 "router_cb_timeout_s": router["cb_timeout_s"],
                 **bounds,
@@ -90,6 +94,8 @@ class AttachedStack:
         if cap in _LINK_CAPABILITY.values():
             link = next(k for k, v in _LINK_CAPABILITY.items() if v is cap)
             return f"the stack file lists no Toxiproxy proxy for the {link} link"
+        if cap is Capability.INFLIGHT_WATCHDOG:
+            return "the stack file sets no timeouts.inflight_s (upstream SGLang has no prefill inflight watchdog)"
         return "an attached deployment runs real engines, not pdsim"
 
     def down(self) -> None:

@@ -25,6 +25,9 @@ class Capability(enum.Enum):
     PROXIED_BOOTSTRAP = "proxied_bootstrap"
     PROCESS_CONTROL = "process_control"  # kill/freeze/restart services
     DEFECTS = "defects"  # engines honour PDSIM_DEFECTS (pdsim only)
+    # prefill fails rooms pinned in its inflight queue after inflight_s: the incident's patched
+    # engine, which pdsim models; upstream SGLang (0.5.9, 0.5.23) has no such watchdog
+    INFLIGHT_WATCHDOG = "inflight_watchdog"
 
 
 @runtime_checkable

@@ -15,7 +15,7 @@ from chaos.stack import PROXIES, StackInfo
 from chaos.toxiproxy import ToxiproxyClient
 from chaos.wait import http_ok, wait_until
 
-__all__ = ["create_proxies", "last_line", "ready_url", "wait_ready", "warm_up"]
+__all__ = ["create_proxies", "last_line", "ready_url", "served_model", "wait_ready", "warm_up"]
 
 
 def ready_url(info: StackInfo, service: str) -> str:
@@ -28,6 +28,13 @@ def ready_url(info: StackInfo, service: str) -> str:
     }[service]
 
 
+# Real SGLang's /health runs a one-token generation and waits 1 s before its first look at
+# the result (http_server.py), so an engine probe must allow more than that; pdsim answers
+# at once. The generation is kept (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION stays true):
+# it is what tells a live scheduler from a wedged one, for smg's checks too.
+PROBE_S = {"prefill": 5.0, "decode": 5.0}
+
+
 def wait_ready(info: StackInfo, service: str, *, alive: Callable[[], bool], why_dead: Callable[[], str], timeout_s: float) -> None:
     """Until the service's readiness URL answers 200; fails at once if it exits meanwhile."""
     url = ready_url(info, service)
@@ -35,7 +42,7 @@ def wait_ready(info: StackInfo, service: str, *, alive: Callable[[], bool], why_
     def ready() -> bool:
         if not alive():
             raise TargetError(f"{service} exited during startup: {why_dead()}")
-        return http_ok(url)
+        return http_ok(url, timeout_s=PROBE_S.get(service, 1.0))
 
     wait_until(ready, timeout_s=timeout_s, what=f"{service} ready at {url}", interval_s=0.05)
 
@@ -60,6 +67,20 @@ def warm_up(info: StackInfo, *, timeout_s: float) -> None:
         return httpx.post(url, json=body, timeout=5.0).status_code == 200
 
     wait_until(ok, timeout_s=timeout_s, what=f"a request through {url} succeeds", interval_s=0.2)
+
+
+def served_model(info: StackInfo) -> str:
+    """The model name clients must send (smg answers 503 to any other): the stack's own, or
+    for a deployment pd-chaos did not start, the first model the router lists."""
+    model = info.config.get("model")
+    if model:
+        return str(model)
+    reply = httpx.get(f"{info.endpoints['router']}/v1/models", timeout=5.0)
+    reply.raise_for_status()
+    models = [m["id"] for m in reply.json().get("data", [])]
+    if not models:
+        raise TargetError(f"{info.endpoints['router']}/v1/models lists no model")
+    return models[0]
 
 
 def last_line(log: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from chaos.errors import ConfigError, TargetError
 from chaos.ports import ensure_free
 from chaos.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group
-from chaos.stack import LOOPBACK, PortPlan, StackConfig, StackInfo
+from chaos.stack import LOOPBACK, PROXIES, PortPlan, StackConfig, StackInfo
 from chaos.targets.base import SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
 from chaos.tools import smg_binary, toxiproxy_binary
@@ -37,8 +37,13 @@ def _url(port: int) -> str:
 
 
 class EmbeddedStack:
-    """The local-process target. Build with ``EmbeddedStack.up(cfg)`` or ``attach(state_dir)``."""
+    """The local-process target. Build with ``EmbeddedStack.up(cfg)`` or ``attach(state_dir)``.
 
+    Subclasses run other engines the same way (``sglang_cpu.SGLangCPUStack``): they name
+    their kind, the links they proxy and their engines' commands."""
+
+    KIND = "embedded"
+    LINKS = PROXIES
     capabilities = frozenset(Capability)
 
     def __init__(self, info: StackInfo) -> None:
@@ -51,14 +56,14 @@ class EmbeddedStack:
         cls._clear_stale(state_dir)
         ports = PortPlan(cfg.port_base)
         ensure_free(ports)
-        info = StackInfo.planned("embedded", cfg, uuid.uuid4().hex[:12])
+        info = StackInfo.planned(cls.KIND, cfg, uuid.uuid4().hex[:12], links=cls.LINKS)
         stack = cls(info)
         specs = cls._specs(cfg, ports, state_dir)
         try:
             for name in _START_ORDER:
                 stack._launch(specs[name])
                 if name == "toxiproxy":
-                    create_proxies(info)
+                    create_proxies(info, cls.LINKS)
             warm_up(info, timeout_s=cfg.startup_timeout_s)
         except BaseException:
             stack.down()
@@ -68,8 +73,8 @@ class EmbeddedStack:
     @classmethod
     def attach(cls, state_dir: Path) -> "EmbeddedStack":
         info = StackInfo.load(state_dir)
-        if info.kind != "embedded":
-            raise ConfigError(f"{info.path} describes a {info.kind!r} stack, not an embedded one")
+        if info.kind != cls.KIND:
+            raise ConfigError(f"{info.path} describes a {info.kind!r} stack, not a {cls.KIND} one")
         return cls(info)
 
     @staticmethod
@@ -85,9 +90,27 @@ class EmbeddedStack:
             raise ConfigError(f"a stack is already up in {state_dir} (pids {live}); run `pdchaos down` first")
         old.path.unlink(missing_ok=True)
 
-    @staticmethod
-    def _specs(cfg: StackConfig, ports: PortPlan, state_dir: Path) -> dict[str, ProcSpec]:
+    @classmethod
+    def _specs(cls, cfg: StackConfig, ports: PortPlan, state_dir: Path) -> dict[str, ProcSpec]:
         logs = state_dir / "logs"
+        return {
+            "toxiproxy": ProcSpec("toxiproxy", (toxiproxy_binary(), "-host", LOOPBACK, "-port", str(ports.toxiproxy), "-proxy-metrics"), {}, logs / "toxiproxy.log"),
+            **cls._engine_specs(cfg, ports, logs),
+            "router": ProcSpec(
+                "router",
+                (smg_binary(), "launch", "--host", LOOPBACK, "--port", str(ports.router), "--pd-disaggregation",
+                 "--prefill", _url(ports.prefill), str(ports.bootstrap), "--decode", _url(ports.decode),
+                 "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
+                 "--request-timeout-secs", str(cfg.router_request_timeout_s),
+                 "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--log-level", "info"),
+                {"NO_COLOR": "1"},
+                logs / "router.log",
+            ),  # fmt: skip
+        }
+
+    @staticmethod
+    def _engine_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
+        """pdsim prefill and decode, their control and kv links through Toxiproxy."""
         engine_env = cfg.timeouts.to_env() | {"PDSIM_DEFECTS": cfg.defects, "PYTHONUNBUFFERED": "1"}
         py = sys.executable
         common = [
@@ -97,7 +120,6 @@ class EmbeddedStack:
             "--max-running-requests", str(cfg.max_running_requests),
         ]  # fmt: skip
         return {
-            "toxiproxy": ProcSpec("toxiproxy", (toxiproxy_binary(), "-host", LOOPBACK, "-port", str(ports.toxiproxy), "-proxy-metrics"), {}, logs / "toxiproxy.log"),
             "prefill": ProcSpec(
                 "prefill",
                 (py, "-m", "pdsim", "--mode", "prefill", "--port", str(ports.prefill),
@@ -112,16 +134,6 @@ class EmbeddedStack:
                  "--kv-port", str(ports.decode_kv), "--kv-advertise", f"{LOOPBACK}:{ports.kv}", *common),
                 engine_env,
                 logs / "decode.log",
-            ),  # fmt: skip
-            "router": ProcSpec(
-                "router",
-                (smg_binary(), "launch", "--host", LOOPBACK, "--port", str(ports.router), "--pd-disaggregation",
-                 "--prefill", _url(ports.prefill), str(ports.bootstrap), "--decode", _url(ports.decode),
-                 "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
-                 "--request-timeout-secs", str(cfg.router_request_timeout_s),
-                 "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--log-level", "info"),
-                {"NO_COLOR": "1"},
-                logs / "router.log",
             ),  # fmt: skip
         }
 
@@ -189,7 +201,7 @@ class EmbeddedStack:
             raise TargetError(f"{service} is already running (pid {self.pid(service)})")
         self._launch(self.spec(service))
         if service == "toxiproxy":
-            create_proxies(self.info)
+            create_proxies(self.info, tuple(self.info.proxies))
 
     def stop(self, service: str) -> None:
         stop_group(self.pid(service))

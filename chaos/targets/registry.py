@@ -1,6 +1,7 @@
 """Choosing a target by name (``--target``) and finding the target of a saved stack.
 
     embedded      local processes: Toxiproxy, pdsim prefill and decode, smg
+    sglang-cpu    local processes: Toxiproxy, real SGLang prefill and decode on CPU, smg
     compose       the same as containers: compose/stack.yaml + compose/cpu.yaml
     compose-gpu   real SGLang: compose/stack.yaml + compose/gpu.yaml
     attach        a running deployment described by a stack file (--stack-file)
@@ -8,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -16,10 +18,12 @@ from chaos.errors import ConfigError
 from chaos.stack import StackConfig, StackInfo
 from chaos.targets.base import Capability, Target
 
-__all__ = ["TARGETS", "TargetChoice", "load_target"]
+__all__ = ["LOCAL", "TARGETS", "TargetChoice", "load_target"]
 
-TARGETS = ("embedded", "compose", "compose-gpu", "attach")
+TARGETS = ("embedded", "sglang-cpu", "compose", "compose-gpu", "attach")
+LOCAL = ("embedded", "sglang-cpu")  # targets run as local processes
 GPU_STARTUP_TIMEOUT_S = 900.0
+GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # compose/gpu.yaml's default SGLANG_MODEL
 
 
 @dataclass(frozen=True)
@@ -50,8 +54,8 @@ class TargetChoice:
         return AttachedStack.from_file(self.stack_file, allow_destructive=self.allow_destructive)
 
     def capabilities(self) -> frozenset[Capability]:
-        if self.name == "embedded":
-            return frozenset(Capability)
+        if self.name in LOCAL:
+            return _local_class(self.name).capabilities
         if self.name == "attach":
             return self._attached.capabilities
         from chaos.targets.compose import VARIANTS
@@ -64,28 +68,41 @@ class TargetChoice:
         return f"target {self.name} lacks {cap.value}"
 
     def start(self, cfg: StackConfig) -> Target:
-        if self.name == "embedded":
-            from chaos.targets.embedded import EmbeddedStack
-
-            return EmbeddedStack.up(cfg)
+        if self.name in LOCAL:
+            return _local_class(self.name).up(cfg)
         if self.name == "attach":
             return self._attached
         from chaos.targets.compose import ComposeStack
 
         if self.name == "compose-gpu":  # SGLang loads a model and captures CUDA graphs first
-            cfg = replace(cfg, startup_timeout_s=max(cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S))
+            cfg = replace(
+                cfg,
+                startup_timeout_s=max(cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S),
+                restart_s=max(cfg.restart_s, GPU_STARTUP_TIMEOUT_S),
+                model=os.environ.get("SGLANG_MODEL", GPU_DEFAULT_MODEL),  # gpu.yaml serves it under this name
+                inflight_watchdog=False,  # upstream SGLang has none
+            )
         return ComposeStack.up(cfg, self.name)
 
 
 def load_target(state_dir: Path) -> Target:
     """The target of the stack saved in ``state_dir/stack.json``, whichever kind started it."""
     kind = StackInfo.load(state_dir).kind
-    if kind == "embedded":
-        from chaos.targets.embedded import EmbeddedStack
-
-        return EmbeddedStack.attach(state_dir)
+    if kind in LOCAL:
+        return _local_class(kind).attach(state_dir)
     from chaos.targets.compose import VARIANTS, ComposeStack
 
     if kind in VARIANTS:
         return ComposeStack.attach(state_dir)
     raise ConfigError(f"{Path(state_dir) / 'stack.json'} describes a {kind!r} stack, which pd-chaos cannot stop")
+
+
+def _local_class(name: str) -> type:
+    """The class of a local-process target (imported on demand: the others need none of it)."""
+    if name == "sglang-cpu":
+        from chaos.targets.sglang_cpu import SGLangCPUStack
+
+        return SGLangCPUStack
+    from chaos.targets.embedded import EmbeddedStack
+
+    return EmbeddedStack

@@ -89,7 +89,7 @@ SCHEMA: dict[str, Any] = {
         "bounds": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {k: _SECONDS for k in ("slack_s", "forward_s", "recovery_s", "startup_timeout_s", "command_timeout_s")},
+            "properties": {k: _SECONDS for k in ("slack_s", "forward_s", "recovery_s", "restart_s", "startup_timeout_s", "command_timeout_s")},
         },
     },
 }

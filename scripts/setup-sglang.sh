@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Set up the sglang-cpu target: real SGLang prefill/decode engines on CPU.
+#   .tools/sglang/venv   lean SGLang venv (torch, sglang --no-deps + its CPU requirement list,
+#                        torchvision, Mooncake's non-CUDA wheel); kept apart from .venv
+#   .tools/sglang/root   Debian's libibverbs1 and libnl (Mooncake's engine.so links them even
+#                        for TCP), unpacked here rather than installed system-wide
+#   .tools/sglang/model  a tiny random Qwen2 with a locally trained tokenizer (fixed seed)
+# Idempotent: a second run only checks. Needs about 8 GB of disk and 5 minutes on a fresh machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SGLANG_VERSION=0.5.23
+TORCH_VERSION=2.14.1
+TORCHVISION_VERSION=0.29.1
+MOONCAKE_VERSION=0.3.13.post1
+NEED_GB=10
+T="$PWD/.tools/sglang"
+mkdir -p "$T"
+
+stamp="$T/.venv-ready"
+want="sglang=$SGLANG_VERSION torch=$TORCH_VERSION tv=$TORCHVISION_VERSION mooncake=$MOONCAKE_VERSION $(sha1sum sglang_cpu/requirements.txt | cut -c1-12)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  free_gb=$(df -Pk "$T" | awk 'NR==2 {print int($4 / 1048576)}')
+  if [ "$free_gb" -lt "$NEED_GB" ]; then
+    echo "setup-sglang: ${free_gb} GB free under $T; the SGLang venv needs about ${NEED_GB} GB" >&2
+    exit 1
+  fi
+  rm -rf "$T/venv"
+  python3 -m venv "$T/venv"
+  log="$T/pip-install.log"
+  echo "setup-sglang: installing torch $TORCH_VERSION, sglang $SGLANG_VERSION (CPU) into $T/venv (log: $log)"
+  {
+    "$T/venv/bin/pip" install --no-input "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" \
+    && "$T/venv/bin/pip" install --no-input --no-deps "sglang==$SGLANG_VERSION" \
+    && "$T/venv/bin/pip" install --no-input -r sglang_cpu/requirements.txt \
+         "mooncake-transfer-engine-non-cuda==$MOONCAKE_VERSION"
+  } >"$log" 2>&1 || { tail -n 40 "$log" >&2; exit 1; }
+  echo "$want" >"$stamp"
+fi
+
+# Mooncake's engine.so needs libibverbs.so.1 (and libnl) at load time, even over TCP.
+if [ ! -e "$T/root/.ready" ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  mkdir -p "$T/debs" "$T/root"
+  (cd "$T/debs" && { apt-get download libibverbs1 libnl-3-200 libnl-route-3-200 >/dev/null 2>&1 \
+      || { apt-get update -qq && apt-get download libibverbs1 libnl-3-200 libnl-route-3-200 >/dev/null; }; })
+  for deb in "$T"/debs/*.deb; do dpkg-deb -x "$deb" "$T/root"; done
+  touch "$T/root/.ready"
+fi
+
+if [ ! -e "$T/model/.ready" ] || [ sglang_cpu/tiny_model.py -nt "$T/model/.ready" ]; then
+  rm -rf "$T/model"
+  "$T/venv/bin/python" sglang_cpu/tiny_model.py "$T/model"
+  touch "$T/model/.ready"
+fi
+
+# The check: every piece imports as the engines will import it.
+env PYTHONPATH="$PWD/sglang_cpu/shim" LD_LIBRARY_PATH="$T/root/usr/lib/x86_64-linux-gnu:$T/root/lib/x86_64-linux-gnu" SGLANG_USE_CPU_ENGINE=1 \
+  "$T/venv/bin/python" -c "import sglang.srt.entrypoints.http_server, mooncake.engine, sgl_kernel" \
+  || { echo "setup-sglang: the SGLang venv does not import; remove $T and run again" >&2; exit 1; }
+echo "setup-sglang: ok (sglang $SGLANG_VERSION, torch $TORCH_VERSION, model $T/model, $(du -sh "$T" | cut -f1))"

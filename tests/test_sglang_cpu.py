@@ -1,0 +1,123 @@
+"""The sglang-cpu target really is real SGLang in PD mode: the tiny model answers through
+smg and Toxiproxy, and its greedy output equals a single-process reference (transformers'
+``generate`` on the same weights), so the KV computed by prefill really crossed Mooncake to
+decode. Also: the target's capabilities are honest and its stack description is complete.
+
+Skips (with the command to run) where ``make setup-sglang`` has not been run; CI runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import httpx
+import pytest
+
+from chaos.ports import PortAllocator
+from chaos.stack import StackConfig
+from chaos.targets.base import Capability
+from chaos.targets.registry import TargetChoice
+from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
+
+pytestmark = pytest.mark.skipif(not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
+
+PROMPTS = ["The agent asked the router a question", "word " * 300 + "and then"]
+NEW_TOKENS = 16
+
+REFERENCE = """
+import json, sys
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+path, prompts, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+tok = AutoTokenizer.from_pretrained(path)
+model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.bfloat16)
+out = []
+for p in prompts:
+    ids = tok(p, return_tensors="pt").input_ids
+    gen = model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+    out.append(gen[0][ids.shape[1]:].tolist())
+print(json.dumps(out))
+"""
+
+
+def reference_output_ids(prompts: list[str]) -> list[list[int]]:
+    """Greedy output token ids of a single process (no PD, no SGLang) on the same model."""
+    run = subprocess.run(
+        [str(SGLANG_HOME / "venv" / "bin" / "python"), "-c", REFERENCE, str(SGLANG_HOME / "model"), json.dumps(prompts), str(NEW_TOKENS)],
+        capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sglang_stack(pytestconfig, tmp_path_factory):
+    base = PortAllocator(pytestconfig.getoption("--port-base") + 6000).next_base()
+    stack = TargetChoice("sglang-cpu").start(StackConfig(port_base=base, state_dir=tmp_path_factory.mktemp("sglang")))
+    try:
+        yield stack
+    finally:
+        stack.down()
+
+
+def test_pd_output_equals_a_single_process_reference(sglang_stack):
+    want = reference_output_ids(PROMPTS)
+    client = sglang_stack.info.endpoints["client"]
+    for prompt, expected in zip(PROMPTS, want):
+        body = {"text": prompt, "sampling_params": {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}}
+        reply = httpx.post(f"{client}/generate", json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        got = reply.json()
+        assert got["output_ids"] == expected, f"PD output differs from the single-process reference for {prompt[:40]!r}"
+    assert len(set(map(tuple, want))) == len(want) and all(len(set(ids)) > 3 for ids in want), "the model must not repeat one token"
+
+
+def test_chat_through_smg_names_the_served_model(sglang_stack):
+    client = sglang_stack.info.endpoints["client"]
+    models = httpx.get(f"{client}/v1/models", timeout=5).json()
+    assert [m["id"] for m in models["data"]] == [MODEL_NAME]
+    body = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 8, "temperature": 0}
+    reply = httpx.post(f"{client}/v1/chat/completions", json=body, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["completion_tokens"] == 8
+    wrong = httpx.post(f"{client}/v1/chat/completions", json=body | {"model": "no/such-model"}, timeout=30)
+    assert wrong.status_code >= 400  # smg serves only the model its workers name
+
+
+def test_engines_are_real_sglang_in_pd_mode(sglang_stack):
+    for role in ("prefill", "decode"):
+        info = httpx.get(f"{sglang_stack.info.endpoints[role]}/server_info", timeout=10).json()
+        assert info["disaggregation_mode"] == role
+        assert info["device"] == "cpu"
+        assert info["version"].startswith("0.5.23")
+    metrics = httpx.get(f"{sglang_stack.info.endpoints['decode']}/metrics", timeout=5).text
+    assert "sglang:num_decode_transfer_queue_reqs" in metrics
+
+
+def test_capabilities_claim_only_the_proxied_links():
+    caps = TargetChoice("sglang-cpu").capabilities()
+    assert Capability.PROXIED_BOOTSTRAP in caps and Capability.PROXIED_CLIENT in caps and Capability.PROCESS_CONTROL in caps
+    assert Capability.PROXIED_KV not in caps and Capability.PROXIED_CONTROL not in caps  # Mooncake and ZMQ pick random ports
+    assert Capability.DEFECTS not in caps  # pdsim's defects are pdsim's
+
+
+def test_doctor_names_a_frozen_real_decode(sglang_stack):
+    """The issue's bar for forensics on real code: decode frozen (SIGSTOP of its whole
+    process group) with requests on it; doctor must name decode as stuck, not answering."""
+    from chaos.doctor import run_doctor
+    from tests.test_doctor import WINDOW_S, Clients, _open_router, _wait_for
+
+    waiting = Clients(sglang_stack.info.endpoints["client"], timeout_s=WINDOW_S + 10)
+    sglang_stack.freeze("decode")
+    try:
+        waiting.send(3)
+        _wait_for(lambda: "router" in _open_router(sglang_stack))
+        report = run_doctor(sglang_stack, window_s=WINDOW_S, probe=True)
+    finally:
+        sglang_stack.thaw("decode")
+        waiting.join()
+    d = report.diagnosis
+    assert d.location.startswith("decode") and d.state.startswith("stuck"), d.line()
+    assert "decode" in report.unreachable
+    assert not report.probes["router"]["ok"]
