@@ -20,6 +20,7 @@ __all__ = [
     "ConfigError",
     "FaultNotApplied",
     "FaultNotHealed",
+    "PremiseNotMet",
     "ProxyExists",
     "ProxyNotFound",
     "RigError",
@@ -67,3 +68,8 @@ class FaultNotHealed(RigError):
 
 class TriggerTimeout(RigError):
     """A trigger's condition did not hold before its deadline."""
+
+
+class PremiseNotMet(RigError):
+    """A scenario's fault landed but not on what it was meant to break (the requests had
+    already finished, say): nothing was tested, so no verdict may pass or fail on it."""

@@ -29,7 +29,6 @@ from chaos.reports.summary import result_of, write_run_summary, write_test_repor
 from chaos.sampler import Sampler, metrics_urls
 from chaos.stack import StackConfig, Timeouts
 from chaos.toxiproxy import ToxiproxyClient
-from chaos.verdicts import VerdictFailed
 from chaos.targets.base import Capability, Target
 from chaos.targets.bringup import served_model
 from chaos.targets.registry import TARGETS, TargetChoice
@@ -40,9 +39,7 @@ __all__ = ["StackFactory"]
 MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client)",
     "needs(*capabilities): capabilities the target must have (proxied_client, proxied_kv, "
-    "proxied_control, proxied_bootstrap, process_control, defects, inflight_watchdog); the test skips with a reason otherwise",
-    "known_issue(reason, targets=(...)): an upstream behaviour this test shows on those targets; there it is a strict "
-    "xfail that only a failed verdict satisfies (a rig error stays an error, a pass is XPASS(strict))",
+    "proxied_control, proxied_bootstrap, process_control, defects, inflight_watchdog, live_queue_gauges); the test skips with a reason otherwise",
 )
 
 
@@ -160,13 +157,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     choice = config.stash[_TARGET]
     have = choice.capabilities()
     for item in items:
-        for known in item.iter_markers("known_issue"):
-            if choice.name in known.kwargs["targets"]:
-                item.add_marker(pytest.mark.xfail(strict=True, raises=VerdictFailed, reason=f"KNOWN ISSUE on {choice.name}: {known.args[0]}"))
-        needs = item.get_closest_marker("needs")
-        if needs is None:
-            continue
-        missing = [Capability(c) for c in needs.args if Capability(c) not in have]
+        # every needs() that applies (module and function alike), not only the closest one
+        needed = {Capability(c) for needs in item.iter_markers("needs") for c in needs.args}
+        missing = sorted((c for c in needed if c not in have), key=lambda c: c.value)
         if missing:
             item.add_marker(pytest.mark.skip(reason="; ".join(choice.missing_reason(c) for c in missing)))
 

@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from chaos.errors import PremiseNotMet
 from chaos.history import History, Op, Outcome, VerdictRecord
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "outcomes_in",
     "recovers",
     "replies_match_baseline",
+    "require",
+    "requests_affected",
     "stuck_before_router",
     "watchdog_fired",
 ]
@@ -79,6 +82,15 @@ def expect(history: History, *checks: Check) -> list[Verdict]:
     if bad:
         raise VerdictFailed("\n".join(str(v) for v in bad))
     return verdicts
+
+
+def require(history: History, *premises: Check) -> None:
+    """Check a scenario's premise before it is judged: a premise that did not hold raises
+    ``PremiseNotMet`` (the run tested nothing; neither pass nor fail), recorded in the history."""
+    for verdict in evaluate(history, premises):
+        history.append(VerdictRecord(history.now(), f"premise {verdict.name}", verdict.status.value, verdict.message))
+        if verdict.status is not Status.PASS:
+            raise PremiseNotMet(f"premise not met: {verdict}")
 
 
 def _named(name: str) -> Callable[[Check], Check]:
@@ -318,6 +330,24 @@ def counter_never_rises(source: str, counter: str, *, why: str = "") -> Check:
             ref = h.first_fault_t() or 0.0
             return Verdict(vname, Status.FAIL, f"{counter} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault")
         return Verdict(vname, Status.PASS, f"{counter} stayed at {series[-1][1]:g}")
+
+    return check
+
+
+def requests_affected(*, phase: str, why: str) -> Check:
+    """Premise: the fault reached at least one request of ``phase`` (one did not succeed).
+    When every request succeeded, the fault landed after they were done: unknown."""
+
+    @_named(f"requests_affected({phase})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = [o for o in _scope(h, phase) if o.complete is not None]
+        if not ops:
+            return Verdict(vname, Status.UNKNOWN, f"no request of phase {phase!r} completed")
+        hit = [o for o in ops if o.outcome is not Outcome.OK]
+        if not hit:
+            return Verdict(vname, Status.UNKNOWN, f"all {len(ops)} requests succeeded: the fault came too late for its premise ({why})")
+        return Verdict(vname, Status.PASS, f"{len(hit)} of {len(ops)} requests met the fault")
 
     return check
 

@@ -50,4 +50,7 @@ if ! timeout 10 docker image inspect pybase:ci >/dev/null 2>&1; then
 fi
 
 compose/build.sh
+if [ -e .tools/sglang/model/.ready ]; then   # the compose-sglang-cpu target's engine image, once make setup-sglang ran
+  compose/build-sglang.sh
+fi
 echo "docker-setup: ok ($(docker version --format 'engine {{.Server.Version}}'), $(docker compose version --short 2>/dev/null | sed 's/^/compose /'))"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
+from chaos.targets.base import Capability
 from chaos.triggers import gauge
 from chaos.workloads import Deadlines
 from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
@@ -78,7 +79,7 @@ def test_decode_restarted_alone_while_prefill_holds_rooms(stack, history, sample
     request ends cleanly, and service recovers. The premise is checked: the trigger fires
     only once smg counts all four requests at the decode worker, with prefill frozen."""
     freed = bounds.bootstrap_s + bounds.forward_s + bounds.slack_s  # a room the new decode never asks for
-    if "inflight_watchdog" in {c.value for c in stack.capabilities}:
+    if Capability.INFLIGHT_WATCHDOG in stack.capabilities:
         freed = max(freed, bounds.inflight_s + bounds.forward_s + bounds.slack_s)
     deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
     workload.conversations(agents=4, rounds=1, deadlines=deadlines, phase="baseline").run()

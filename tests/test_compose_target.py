@@ -35,9 +35,12 @@ def _compose_config(*files: str, env: dict[str, str] | None = None) -> subproces
     return subprocess.run([*argv, "config", "--format", "json"], capture_output=True, text=True, timeout=30, env=os.environ | (env or {}))
 
 
-@pytest.mark.parametrize("overlay", ["cpu.yaml", "gpu.yaml"])
+SGLANG_ENV = {"PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"), "PDCHAOS_SGLANG_SHIM": str(REPO_ROOT / "sglang_cpu" / "shim")}
+
+
+@pytest.mark.parametrize("overlay", ["cpu.yaml", "sglang-cpu.yaml", "gpu.yaml"])
 def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
-    r = _compose_config(overlay)
+    r = _compose_config(overlay, env=SGLANG_ENV)
     assert r.returncode == 0, r.stderr
     services = json.loads(r.stdout)["services"]
     assert set(services) == {"toxiproxy", "prefill", "decode", "router"}
@@ -53,6 +56,37 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
             assert svc["environment"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "3"
             # smg serves only the name the workers report; the rig sends SGLANG_MODEL (chaos/targets/registry.py)
             assert "--served-model-name=Qwen/Qwen2.5-0.5B-Instruct" in svc["command"]
+    if overlay == "sglang-cpu.yaml":
+        for engine_name in ("prefill", "decode"):
+            svc = services[engine_name]
+            assert svc["entrypoint"][:3] == ["/usr/bin/python3", "-m", "sglang.launch_server"]
+            assert all(v["read_only"] for v in svc["volumes"])  # the host's venv and model, never written
+            assert svc["environment"]["SGLANG_HOST_IP"] == "127.0.0.1" and svc["environment"]["MC_FORCE_TCP"] == "1"
+            assert svc["healthcheck"]["timeout"] == "6s"  # /health generates a token and waits 1 s first
+
+
+@pytest.mark.skipif(not (REPO_ROOT / ".tools" / "sglang" / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
+def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconfig, tmp_path):
+    """compose-sglang-cpu: the sglang-cpu engines as containers, driven by the compose
+    target; a greedy request gets through smg and Toxiproxy; nothing is left."""
+    import httpx
+
+    from chaos.plugin import StackFactory
+    from chaos.targets.registry import TargetChoice
+
+    factory = StackFactory(TargetChoice("compose-sglang-cpu"), pytestconfig.getoption("--port-base") + 7000, tmp_path)
+    stack = factory.start()
+    project = f"pdchaos-{stack.info.port_base}"
+    try:
+        assert set(stack.info.proxies) == {"client_router", "bootstrap"}
+        body = {"text": "The agent asked the router a question", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
+        reply = httpx.post(f"{stack.info.endpoints['client']}/generate", json=body, timeout=30)
+        assert reply.status_code == 200, reply.text
+        assert len(reply.json()["output_ids"]) == 8
+        assert "Receive: obj=GenerateReqInput" in stack.logs("decode")  # --log-requests, read through the target
+    finally:
+        factory.stop_all()
+    assert project_containers(engine, project) == []
 
 
 def test_ports_follow_the_port_plan(engine):

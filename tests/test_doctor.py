@@ -183,3 +183,18 @@ def test_router_holding_while_engines_idle_is_the_router():
     stats = [hop_stats(h, _series([2.0 if h.name == "router" else 0.0] * 80), {}) for h in HOPS]
     d = diagnose(stats, unreachable={}, probes={}, open_requests={})
     assert d.location == "router" and "every engine hop stayed at 0" in d.evidence[0]
+
+
+def test_open_requests_from_real_sglang_logs():
+    """SGLang 0.5.23's --log-requests lines (as logged by the sglang-cpu target): a request
+    is open from its Receive: line to its Finish: line; health checks are not requests; a
+    server start forgets what the old process held."""
+    from chaos.doctor.openreqs import open_requests
+
+    def line(kind: str, rid: str) -> str:
+        return f"[2026-12-01 03:13:13] {kind}: obj=GenerateReqInput(rid='{rid}', session_id=None, mm_hashes=None)"
+
+    old = "\n".join([line("Receive", "lost-in-the-crash")])
+    restarted = "[2026-12-01 03:13:13] server_args={'model_path': '/m', 'disaggregation_mode': 'decode'}"
+    text = "\n".join([old, restarted, line("Receive", "HEALTH_CHECK_1"), line("Receive", "a1"), line("Receive", "b2"), line("Finish", "a1")])
+    assert open_requests({"decode": text, "prefill": line("Receive", "p1")}, since=0) == {"decode prealloc": ["b2"], "prefill bootstrap": ["p1"]}

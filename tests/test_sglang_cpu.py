@@ -14,8 +14,7 @@ import subprocess
 import httpx
 import pytest
 
-from chaos.ports import PortAllocator
-from chaos.stack import StackConfig
+from chaos.plugin import StackFactory
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
 from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
@@ -53,12 +52,12 @@ def reference_output_ids(prompts: list[str]) -> list[list[int]]:
 
 @pytest.fixture(scope="module")
 def sglang_stack(pytestconfig, tmp_path_factory):
-    base = PortAllocator(pytestconfig.getoption("--port-base") + 6000).next_base()
-    stack = TargetChoice("sglang-cpu").start(StackConfig(port_base=base, state_dir=tmp_path_factory.mktemp("sglang")))
+    """One real-SGLang stack for the module, in the session's cleanup ledger like any other."""
+    factory = StackFactory(TargetChoice("sglang-cpu"), pytestconfig.getoption("--port-base") + 6000, tmp_path_factory.mktemp("sglang"))
     try:
-        yield stack
+        yield factory.start()
     finally:
-        stack.down()
+        factory.stop_all()
 
 
 def test_pd_output_equals_a_single_process_reference(sglang_stack):

@@ -45,7 +45,7 @@ def test_up_json_status_down_leaves_no_process(cli):
     for svc in info["services"].values():
         assert alive(svc["pid"]) and Path(svc["log"]).exists()
     assert info["config"]["timeouts"]["bootstrap_s"] == 7.0  # the environment reaches the engines
-    assert info["services"]["prefill"]["env"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "7.0"
+    assert info["services"]["prefill"]["env"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "7"  # an integer, as SGLang parses it
     r = httpx.post(info["endpoints"]["client"] + "/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 2}}, timeout=10)
     assert r.status_code == 200
 

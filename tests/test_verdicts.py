@@ -194,3 +194,16 @@ def test_stuck_before_router():
         series(h, "router", "reqs", [(0.5, 9), (1.3, 10), (2.0, inside), (2.9, inside)])
     assert status(check, before) is v.Status.PASS
     assert status(check, after) is v.Status.FAIL
+
+
+def test_a_premise_that_did_not_hold_is_neither_pass_nor_fail():
+    """requests_affected: a fault that reached no request tested nothing; require() raises
+    PremiseNotMet (a rig error), never VerdictFailed, and records the premise."""
+    from chaos.errors import PremiseNotMet
+
+    h = History()
+    op(h, "op1", 0.0, 0.5, phase="fault")
+    with pytest.raises(PremiseNotMet, match="came too late"):
+        v.require(h, v.requests_affected(phase="fault", why="test"))
+    op(h, "op2", 1.0, 1.5, Outcome.CLEAN_ERROR, phase="fault", error="boom")
+    v.require(h, v.requests_affected(phase="fault", why="test"))  # one request met the fault

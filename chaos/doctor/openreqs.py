@@ -1,11 +1,12 @@
 """Request ids started and not finished, per hop, from the router's and engines' logs.
 
 Router (smg): ``started processing request`` / ``finished processing request`` lines with
-``request_id``. Engines (pdsim's logfmt, see pdsim/reqlog.py): ``event=req rid=... state=``
-lines; a request is open while its last state is not terminal, and an engine restart
-(``event=engine state=started``) closes everything the old process held. Lines that match
-neither (real SGLang's own format) are skipped, so on such targets only the router's
-column is filled.
+``request_id``. Engines: pdsim's logfmt (see pdsim/reqlog.py) ``event=req rid=... state=``
+lines, or real SGLang's ``Receive:``/``Finish:`` lines (``--log-requests``), read alike by
+``parse_engine_line``; a request is open while its last state is not terminal, and an
+engine restart closes everything the old process held. SGLang's lines say only that an
+engine received a request, so its open requests count at the engine's first hop (prefill
+bootstrap, decode prealloc); its gauges say which queue holds them.
 """
 
 from __future__ import annotations

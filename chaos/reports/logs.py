@@ -3,8 +3,10 @@ history, keyed by the request's op id.
 
 The workload sends each request with ``x-request-id: <op>``; smg uses that as its
 ``request_id`` and forwards it; pdsim logs it as ``xrid`` on the request's first line and
-its own ``rid`` on every later state line. Real SGLang logs differ: lines that do not match
-are left out, and the reports fall back on metrics.
+its own ``rid`` on every later state line. Real SGLang (``--log-requests``) logs a
+``Receive:`` and a ``Finish:`` line per request with its own rid, and no trace of the
+client's id, so its lines give open requests per engine (doctor) but join no client op;
+the reports fall back on metrics there.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 _ROUTER_ID = re.compile(r'request_id="?([\w.:-]+)"?')
 _ROUTER_TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+# SGLang 0.5.23 with --log-requests: "[2026-12-01 03:13:13] Receive: obj=GenerateReqInput(rid='...', ..."
+_SGLANG_REQ = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (Receive|Finish): obj=\w+\(rid='([^']+)'")
+_SGLANG_STATE = {"Receive": "received", "Finish": "finished"}
+_SGLANG_START = "server_args="  # the first thing a starting SGLang server logs
 
 
 def strip_ansi(line: str) -> str:
@@ -36,7 +42,18 @@ def parse_router_line(line: str) -> tuple[str | None, float | None]:
 
 
 def parse_engine_line(line: str) -> dict[str, str]:
-    """logfmt fields of a pdsim line (``event=req rid=... state=...``)."""
+    """The fields of an engine's request line, pdsim's logfmt (``event=req rid=... state=...``)
+    or real SGLang's ``Receive:``/``Finish:`` lines in the same shape (its own health checks
+    left out); a starting SGLang server reads as ``event=engine state=started``."""
+    m = _SGLANG_REQ.match(line)
+    if m:
+        stamp, kind, rid = m.groups()
+        if rid.startswith("HEALTH_CHECK"):
+            return {}
+        ts = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
+        return {"event": "req", "rid": rid, "state": _SGLANG_STATE[kind], "ts": str(ts)}
+    if _SGLANG_START in line and line.startswith("["):
+        return {"event": "engine", "state": "started"}
     return {k: v.strip('"') for k, v in _KV.findall(line)}
 
 

@@ -94,6 +94,8 @@ class AttachedStack:
         if cap in _LINK_CAPABILITY.values():
             link = next(k for k, v in _LINK_CAPABILITY.items() if v is cap)
             return f"the stack file lists no Toxiproxy proxy for the {link} link"
+        if cap is Capability.LIVE_QUEUE_GAUGES:
+            return "real SGLang sets decode's queue gauges only when it logs a decode batch"
         if cap is Capability.INFLIGHT_WATCHDOG:
             return "the stack file sets no timeouts.inflight_s (upstream SGLang has no prefill inflight watchdog)"
         return "an attached deployment runs real engines, not pdsim"

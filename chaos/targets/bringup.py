@@ -11,7 +11,7 @@ from typing import Callable
 import httpx
 
 from chaos.errors import TargetError
-from chaos.stack import PROXIES, StackInfo
+from chaos.stack import StackInfo
 from chaos.toxiproxy import ToxiproxyClient
 from chaos.wait import http_ok, wait_until
 
@@ -47,11 +47,11 @@ def wait_ready(info: StackInfo, service: str, *, alive: Callable[[], bool], why_
     wait_until(ready, timeout_s=timeout_s, what=f"{service} ready at {url}", interval_s=0.05)
 
 
-def create_proxies(info: StackInfo, names: tuple[str, ...] = PROXIES) -> None:
+def create_proxies(info: StackInfo) -> None:
     """(Re)create the stack's proxies with no toxics, whatever Toxiproxy held before."""
     with ToxiproxyClient(info.endpoints["toxiproxy"]) as tp:
         existing = tp.proxies()
-        for name in names:
+        for name in info.proxies:
             p = info.proxies[name]
             if name in existing:
                 tp.delete(name)

@@ -1,5 +1,6 @@
 """The Compose targets: the same stack as containers, from ``compose/stack.yaml`` plus an
-engine overlay (``cpu.yaml``: pdsim; ``gpu.yaml``: real SGLang).
+engine overlay (``cpu.yaml``: pdsim; ``sglang-cpu.yaml``: real SGLang on CPU, the
+sglang-cpu target's engines in containers; ``gpu.yaml``: real SGLang on GPUs).
 
 Compose v2 brings the stack up (``up -d --wait``: every healthcheck passes) and down; the
 docker SDK kills (SIGKILL), freezes (the cgroup freezer: ``docker pause``), thaws, restarts
@@ -15,23 +16,34 @@ import os
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from chaos.errors import ConfigError, TargetError
 from chaos.ports import ensure_free
-from chaos.stack import PortPlan, StackConfig, StackInfo
-from chaos.targets.base import SERVICES, Capability
+from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
+from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
+from chaos.targets.sglang_cpu import SGLANG_HOME, SHIM
 from chaos.tools import REPO_ROOT
 from chaos.wait import wait_until
 
 __all__ = ["ComposeStack", "VARIANTS"]
 
 COMPOSE_DIR = REPO_ROOT / "compose"
-# target name -> (overlay file, capabilities). RDMA/Mooncake KV and ZMQ bypass Toxiproxy.
-VARIANTS: dict[str, tuple[str, frozenset[Capability]]] = {
-    "compose": ("cpu.yaml", frozenset(Capability)),
-    "compose-gpu": ("gpu.yaml", frozenset({Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL})),
+
+
+class Variant(NamedTuple):
+    """An engine overlay of compose/stack.yaml: its file, what it can do, the links it proxies."""
+
+    overlay: str
+    capabilities: frozenset[Capability]
+    links: tuple[str, ...] = PROXIES
+
+
+VARIANTS: dict[str, Variant] = {
+    "compose": Variant("cpu.yaml", frozenset(Capability)),
+    "compose-sglang-cpu": Variant("sglang-cpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),
+    "compose-gpu": Variant("gpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),
 }
 _CLI_TIMEOUT_S = 60.0
 _STOP_GRACE_S = 2
@@ -60,6 +72,9 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDSIM_MAX_RUNNING_REQUESTS": str(cfg.max_running_requests),
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
+        # sglang-cpu.yaml mounts the host's SGLang venv and model, and the sgl_kernel shim
+        "PDCHAOS_SGLANG_HOME": str(SGLANG_HOME),
+        "PDCHAOS_SGLANG_SHIM": str(SHIM),
     }
 
 
@@ -68,7 +83,7 @@ class ComposeStack:
 
     def __init__(self, info: StackInfo) -> None:
         self.info = info
-        self.capabilities = VARIANTS[info.kind][1]
+        self.capabilities = VARIANTS[info.kind].capabilities
         self._client: Any = None
 
     # ---- bring up / attach / down ---------------------------------------------------------
@@ -76,9 +91,9 @@ class ComposeStack:
     def up(cls, cfg: StackConfig, variant: str = "compose") -> "ComposeStack":
         if variant not in VARIANTS:
             raise ConfigError(f"unknown compose variant {variant!r}; known: {', '.join(VARIANTS)}")
-        info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12])
+        info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12], links=VARIANTS[variant].links)
         project = f"pdchaos-{cfg.port_base}"
-        info.config["compose"] = {"project": project, "files": [str(COMPOSE_DIR / "stack.yaml"), str(COMPOSE_DIR / VARIANTS[variant][0])], "env": compose_env(cfg)}
+        info.config["compose"] = {"project": project, "files": [str(COMPOSE_DIR / "stack.yaml"), str(COMPOSE_DIR / VARIANTS[variant].overlay)], "env": compose_env(cfg)}
         stack = cls(info)
         stack._client = _docker()
         ensure_free(PortPlan(cfg.port_base))  # a live stack on these ports: refuse, never replace it

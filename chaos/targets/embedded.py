@@ -63,7 +63,7 @@ class EmbeddedStack:
             for name in _START_ORDER:
                 stack._launch(specs[name])
                 if name == "toxiproxy":
-                    create_proxies(info, cls.LINKS)
+                    create_proxies(info)
             warm_up(info, timeout_s=cfg.startup_timeout_s)
         except BaseException:
             stack.down()
@@ -201,7 +201,7 @@ class EmbeddedStack:
             raise TargetError(f"{service} is already running (pid {self.pid(service)})")
         self._launch(self.spec(service))
         if service == "toxiproxy":
-            create_proxies(self.info, tuple(self.info.proxies))
+            create_proxies(self.info)
 
     def stop(self, service: str) -> None:
         stop_group(self.pid(service))

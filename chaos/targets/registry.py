@@ -3,6 +3,7 @@
     embedded      local processes: Toxiproxy, pdsim prefill and decode, smg
     sglang-cpu    local processes: Toxiproxy, real SGLang prefill and decode on CPU, smg
     compose       the same as containers: compose/stack.yaml + compose/cpu.yaml
+    compose-sglang-cpu  real SGLang on CPU as containers: compose/stack.yaml + compose/sglang-cpu.yaml
     compose-gpu   real SGLang: compose/stack.yaml + compose/gpu.yaml
     attach        a running deployment described by a stack file (--stack-file)
 """
@@ -20,7 +21,7 @@ from chaos.targets.base import Capability, Target
 
 __all__ = ["LOCAL", "TARGETS", "TargetChoice", "load_target"]
 
-TARGETS = ("embedded", "sglang-cpu", "compose", "compose-gpu", "attach")
+TARGETS = ("embedded", "sglang-cpu", "compose", "compose-sglang-cpu", "compose-gpu", "attach")
 LOCAL = ("embedded", "sglang-cpu")  # targets run as local processes
 GPU_STARTUP_TIMEOUT_S = 900.0
 GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # compose/gpu.yaml's default SGLANG_MODEL
@@ -60,7 +61,7 @@ class TargetChoice:
             return self._attached.capabilities
         from chaos.targets.compose import VARIANTS
 
-        return VARIANTS[self.name][1]
+        return VARIANTS[self.name].capabilities
 
     def missing_reason(self, cap: Capability) -> str:
         if self.name == "attach":
@@ -74,6 +75,11 @@ class TargetChoice:
             return self._attached
         from chaos.targets.compose import ComposeStack
 
+        if self.name == "compose-sglang-cpu":
+            from chaos.targets.sglang_cpu import check_installed, sglang_cpu_config
+
+            check_installed()
+            cfg = sglang_cpu_config(cfg)
         if self.name == "compose-gpu":  # SGLang loads a model and captures CUDA graphs first
             cfg = replace(
                 cfg,

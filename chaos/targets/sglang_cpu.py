@@ -16,22 +16,21 @@ has none). Process control, logs and readiness are the embedded target's.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from chaos.errors import ConfigError
 from chaos.procs import ProcSpec
 from chaos.stack import LOOPBACK, PortPlan, StackConfig
-from chaos.targets.base import Capability
+from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS
 from chaos.targets.embedded import EmbeddedStack
 from chaos.tools import REPO_ROOT
 
-__all__ = ["MODEL_NAME", "SGLANG_HOME", "SGLangCPUStack", "sglang_cpu_config"]
+__all__ = ["MODEL_NAME", "SGLANG_HOME", "SHIM", "SGLangCPUStack", "check_installed", "sglang_cpu_config"]
 
 SGLANG_HOME = REPO_ROOT / ".tools" / "sglang"
 SHIM = REPO_ROOT / "sglang_cpu" / "shim"
 MODEL_NAME = "pdchaos/tiny-qwen2"
-
-CAPABILITIES = frozenset({Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL})
 
 # What makes SGLang run (and stay cheap) on a CPU, from the trial in issue 12; each is checked
 # against sglang 0.5.23's source: see README "The sglang-cpu target".
@@ -49,8 +48,6 @@ _ENGINE_FLAGS = (
 def sglang_cpu_config(cfg: StackConfig) -> StackConfig:
     """What this target changes in a stack's configuration: its model, no inflight watchdog,
     and bounds for a real engine (a restart loads the model again: tens of seconds)."""
-    from dataclasses import replace
-
     return replace(
         cfg,
         model=MODEL_NAME,
@@ -64,12 +61,12 @@ class SGLangCPUStack(EmbeddedStack):
     """Real SGLang engines in place of pdsim; everything else as in the embedded stack."""
 
     KIND = "sglang-cpu"
-    LINKS = ("client_router", "bootstrap")
-    capabilities = CAPABILITIES
+    LINKS = REAL_SGLANG_LINKS
+    capabilities = REAL_SGLANG
 
     @classmethod
     def up(cls, cfg: StackConfig) -> "SGLangCPUStack":
-        _check_installed()
+        check_installed()
         return super().up(sglang_cpu_config(cfg))  # type: ignore[return-value]
 
     @staticmethod
@@ -111,7 +108,8 @@ class SGLangCPUStack(EmbeddedStack):
         }
 
 
-def _check_installed() -> None:
+def check_installed() -> None:
+    """What ``make setup-sglang`` makes must be there, or the start fails with the command."""
     for path, what in ((SGLANG_HOME / "venv" / "bin" / "python", "the SGLang venv"), (SGLANG_HOME / "model" / ".ready", "the tiny model")):
         if not path.exists():
             raise ConfigError(f"{what} is missing ({path}): run `make setup-sglang` first")
