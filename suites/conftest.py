@@ -1,4 +1,5 @@
-"""Scenario helpers shared by the suites: the gauges a leak check watches, and the
+"""Scenario helpers shared by the suites: the gauges a leak check watches, smg's per-worker
+request count (a prompt trigger on every engine), and the
 aftermath every fault scenario checks."""
 
 from __future__ import annotations
@@ -6,6 +7,8 @@ from __future__ import annotations
 from chaos import verdicts as v
 from chaos.bounds import Bounds
 from chaos.sampler import Sampler
+from chaos.targets.base import Target
+from chaos.triggers import Signal, gauge
 from chaos.workloads import Workload
 
 ENGINE_QUEUES = [
@@ -20,6 +23,12 @@ ROUTER_INFLIGHT = [
     ("router", "smg_worker_requests_active"),
     ("router", "smg_admission_inflight"),
 ]
+
+
+def requests_at(stack: Target, service: str) -> Signal:
+    """How many requests smg has at one worker: prompt on every engine (unlike SGLang's own
+    queue gauges), so scenarios that hold prefill trigger on it."""
+    return gauge("router", f"smg_worker_requests_active:{stack.info.endpoints[service]}")
 
 
 def aftermath(workload: Workload, sampler: Sampler, bounds: Bounds, *, gauges: list[tuple[str, str]], within_s: float) -> list[v.Check]:

@@ -19,7 +19,7 @@ from chaos import verdicts as v
 from chaos.targets.base import Capability
 from chaos.triggers import gauge
 from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, requests_at
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
@@ -68,7 +68,6 @@ def test_decode_killed_mid_transfer_then_restarted_alone(stack, history, sampler
 PREFILL_QUEUES = [q for q in ENGINE_QUEUES if q[0] == "prefill"]
 
 
-@pytest.mark.needs("process_control")
 def test_decode_restarted_alone_while_prefill_holds_rooms(stack, history, sampler, workload, faults, bounds):
     """The seed incident's question, asked of any engine, watchdog or not. Prefill is held
     (frozen) while four agents' requests reach decode; decode is killed and restarted alone
@@ -84,10 +83,9 @@ def test_decode_restarted_alone_while_prefill_holds_rooms(stack, history, sample
     deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
     workload.conversations(agents=4, rounds=1, deadlines=deadlines, phase="baseline").run()
 
-    decode_worker = f"smg_worker_requests_active:{stack.info.endpoints['decode']}"
     with faults.freeze("prefill"):
         convo = workload.conversations(agents=4, rounds=1, deadlines=deadlines, phase="fault", **retries(bounds)).start()
-        faults.wait(gauge("router", decode_worker) >= 4, deadline_s=bounds.recovery_s)
+        faults.wait(requests_at(stack, "decode") >= 4, deadline_s=bounds.recovery_s)
         with faults.kill("decode"):
             pass  # leaving the block restarts decode alone; then prefill is thawed
     convo.join()

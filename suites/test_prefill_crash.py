@@ -21,7 +21,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.triggers import gauge
 from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
+from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath, requests_at
 
 DECODE_QUEUES = [q for q in ENGINE_QUEUES if q[0] == "decode"]
 
@@ -69,11 +69,11 @@ def test_prefill_killed_while_decode_waits(stack, history, sampler, workload, fa
 def test_prefill_frozen_then_thawed(stack, history, sampler, workload, faults, bounds):
     # Prefill is frozen first, so decode is sure to wait for KV that cannot come, on any
     # engine however fast; smg counting every request at the decode worker is the premise.
-    decode_worker = f"smg_worker_requests_active:{stack.info.endpoints['decode']}"
+    at_decode = requests_at(stack, "decode")
     with faults.freeze("prefill"):
         convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase="fault").start()
-        faults.wait(gauge("router", decode_worker) >= LONG["agents"], deadline_s=bounds.recovery_s)
-        sampler.wait_quiet([("router", decode_worker)], within_s=bounds.waiting_s + 2 * bounds.slack_s)
+        faults.wait(at_decode >= LONG["agents"], deadline_s=bounds.recovery_s)
+        sampler.wait_quiet([(at_decode.source, at_decode.metric)], within_s=bounds.waiting_s + 2 * bounds.slack_s)
     convo.join()
     v.require(history, v.requests_affected(phase="fault", why="decode waiting for KV while prefill is frozen past the waiting timeout"))
     after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s)
