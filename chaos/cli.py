@@ -55,7 +55,43 @@ def _parser() -> argparse.ArgumentParser:
     mut.add_argument("--jobs", type=int, default=2, help="defect runs at a time (default 2)")
     mut.add_argument("--port-base", type=int, default=25000, help="first port of the ranges the runs use")
     mut.add_argument("--suites", default="suites", help="what pytest runs (default: suites)")
+    con = sub.add_parser("conform", help="start pdsim and a real-SGLang target side by side, send both the same probes, diff what they show")
+    con.add_argument("--against", choices=("sglang-cpu", "compose-sglang-cpu"), default="sglang-cpu", help="the real engine's target (default sglang-cpu)")
+    con.add_argument("--port-base", type=int, default=24000, help="first port of the pdsim stack; the other takes the next 100 (default 24000)")
+    con.add_argument("--json", type=Path, help="write both observations and the diff as JSON to this path")
     return p
+
+
+def _conform(args: argparse.Namespace) -> int:
+    """Exit 0 when the differences are exactly those listed in chaos.conform.INTENDED, 1 otherwise."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from chaos.cleanup import shielded
+    from chaos.conform import diff, observe
+
+    seen: dict[str, dict[str, str]] = {}
+    for name, base in (("embedded", args.port_base), (args.against, args.port_base + 100)):
+        stack = TargetChoice(name).start(StackConfig(port_base=base, state_dir=args.state_dir / f"conform-{name}"))
+        try:
+            seen[name] = observe(stack.info)
+        finally:
+            with shielded():
+                stack.down()
+    rows = diff(seen["embedded"], seen[args.against])
+    table = Table("probe", "pdsim", args.against, "intended difference", title="pdsim against real SGLang")
+    for r in rows:
+        table.add_row(escape(r.probe), escape(r.base), escape(r.other), escape(r.intended), style=None if not r.differs else "green" if r.intended else "red")
+    Console().print(table)
+    if args.json:
+        args.json.write_text(json.dumps({"observed": seen, "diff": [r.__dict__ for r in rows if r.differs]}, indent=2))
+    unintended = [r for r in rows if r.differs and not r.intended]
+    stale = [r.probe for r in rows if r.intended and not r.differs]
+    print(f"{len(rows)} probes, {sum(r.differs for r in rows)} differences, {len(unintended)} not intended")
+    if stale:
+        print(f"listed as intended but now alike (drop them from chaos.conform.INTENDED): {', '.join(stale)}")
+    return 1 if unintended or stale else 0
 
 
 def _status(target: Target) -> dict[str, object]:
@@ -92,7 +128,7 @@ def _mutants(args: argparse.Namespace) -> int:
     for col in ("defect", "result", "first failing test", "verdict", "s"):
         table.add_column(col, overflow="fold")
     for r in results:
-        table.add_row(r.defect, r.state, escape(r.tests_failed[0] if r.tests_failed else ""), escape(r.verdict[:120]), f"{r.seconds:.0f}")
+        table.add_row(r.defect, r.state, escape(r.tests_failed[0] if r.tests_failed else ""), escape((r.verdict or r.rig_error)[:120]), f"{r.seconds:.0f}")
     Console(width=200).print(table)
     (out / "summary.md").write_text(f"# Kill matrix\n\n{to_markdown(results)}")
     if args.json:
@@ -179,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             return _doctor(args)
         elif args.command == "mutants":
             return _mutants(args)
+        elif args.command == "conform":
+            return _conform(args)
         elif args.command == "report":
             from chaos.reports.summary import render_run
 

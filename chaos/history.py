@@ -30,6 +30,10 @@ __all__ = [
     "VerdictRecord",
 ]
 
+# Counters SGLang (observability/metrics_collector.py, 0.5.9 and 0.5.23) and pdsim define but
+# export only from their first increment: a scrape that answered without them means none yet.
+CREATED_AT_FIRST_INCREMENT = frozenset({"num_bootstrap_failed_reqs_total", "num_transfer_failed_reqs_total"})
+
 
 class Outcome(enum.Enum):
     """How a request ended; exactly one per request. Unknown is never success."""
@@ -232,3 +236,16 @@ class History:
 
     def series(self, source: str, metric: str) -> list[tuple[float, float]]:
         return [(s.t, s.values[metric]) for s in self.of(Sample) if s.source == source and metric in s.values]
+
+    def counter_series(self, source: str, counter: str) -> list[tuple[float, float]]:
+        """A counter's samples, for counters an engine creates at their first increment:
+        once any sample of ``source`` shows the counter, every sample of that source without
+        it reads 0 (before it appeared, or after a restart reset it). The PD failure counters
+        (``CREATED_AT_FIRST_INCREMENT``) read 0 in every sample without them even if none
+        shows them: SGLang and pdsim define them and export them only once incremented, so an
+        answered scrape without them means no failure yet. Any other counter no sample shows
+        stays empty: unknown, not 0."""
+        samples = [s for s in self.of(Sample) if s.source == source]
+        if counter not in CREATED_AT_FIRST_INCREMENT and not any(counter in s.values for s in samples):
+            return []
+        return [(s.t, s.values.get(counter, 0.0)) for s in samples]

@@ -1,8 +1,12 @@
 """The kill matrix: run the suites on the clean stack and once per pdsim defect.
 
-Every defect must make at least one test fail ("killed"); the clean run must pass. Each
-run is its own pytest process with its own stacks (own port range) and JUnit XML; defect
-runs stop at their first failure (``-x``) and run ``jobs`` at a time. The defect names come
+Every defect must make at least one verdict fail ("killed"); the clean run must pass. A
+test the rig broke (a trigger that never fired, a fault not applied, a premise not met: a
+``RigError``, marked in the JUnit XML by the plugin) or whose verdicts were only unknown
+kills nothing: the defect is then "not killed (rig error: ...)". Each run is its own pytest
+process with its own stacks (own port range) and JUnit XML; defect runs stop at their first
+failed verdict (``--stop-at-verdict``, not ``-x``, which would also stop at a rig error) and
+run ``jobs`` at a time. The defect names come
 from ``python -m pdsim.defects``: the rig never imports pdsim.
 """
 
@@ -25,6 +29,7 @@ from chaos.tools import REPO_ROOT
 __all__ = ["MutantResult", "defect_names", "matrix_ok", "parse_junit", "run_matrix", "to_json", "to_markdown"]
 
 _VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
+_FAILED_VERDICT = re.compile(r"\[FAIL\] (.+)")
 _PORT_STRIDE = 600  # port range per run: room for the stacks one pytest session starts
 
 
@@ -38,6 +43,7 @@ class MutantResult:
     returncode: int = 0
     log: str = ""
     passed: int = 0
+    rig_error: str = ""  # why a test errored without a failed verdict (rig error, unknown verdict): never a kill
 
     @property
     def as_expected(self) -> bool:
@@ -48,7 +54,9 @@ class MutantResult:
     def state(self) -> str:
         if self.defect == "clean":
             return "FAILED" if self.killed else "passed"
-        return "killed" if self.killed else "SURVIVED"
+        if self.killed:
+            return "killed"
+        return f"not killed (rig error: {self.rig_error})" if self.rig_error else "SURVIVED"
 
 
 def defect_names() -> list[str]:
@@ -56,13 +64,23 @@ def defect_names() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
-def parse_junit(path: Path) -> tuple[list[str], str, int]:
-    """(failed test ids, first failing verdict or error line, passed count)."""
+@dataclass(frozen=True)
+class JUnitRun:
+    """What one pytest run's JUnit XML says, split the way the matrix counts it."""
+
+    verdict_failures: list[str]  # tests a verdict failed (VerdictFailed): only these kill
+    rig_errors: list[str]  # tests that errored: setup, or a rig error in the body
+    verdict: str  # the first failed verdict, "[FAIL] name: why"
+    rig_error: str  # the first rig error's line
+    passed: int
+
+
+def parse_junit(path: Path) -> JUnitRun:
     try:
         root = ET.parse(path).getroot()
     except (ET.ParseError, FileNotFoundError):
-        return [], "no JUnit XML written", 0
-    failed, first, passed = [], "", 0
+        return JUnitRun([], [], "", "no JUnit XML written", 0)
+    killed, errors, verdict, rig, passed = [], [], "", "", 0
     for case in root.iter("testcase"):
         problem = case.find("failure")
         if problem is None:
@@ -71,12 +89,19 @@ def parse_junit(path: Path) -> tuple[list[str], str, int]:
             if case.find("skipped") is None:
                 passed += 1
             continue
-        failed.append(f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}")
-        if not first:
-            text = (problem.get("message") or "") + "\n" + (problem.text or "")
-            m = _VERDICT.search(text)
-            first = f"[{m.group(1)}] {m.group(2).strip()}" if m else f"{problem.tag}: {(problem.get('message') or '').splitlines()[0][:200]}"
-    return failed, first, passed
+        test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        text = (problem.get("message") or "") + "\n" + (problem.text or "")
+        marked = [p.get("value", "") for p in case.iter("property") if p.get("name") == "pdchaos_rig_error"]
+        failed = _FAILED_VERDICT.search(text)
+        if problem.tag == "failure" and not marked and "VerdictFailed" in text and failed:
+            killed.append(test)
+            verdict = verdict or f"[FAIL] {failed.group(1).strip()}"
+        else:  # a setup error, a rig error in the body, or verdicts that were only unknown
+            errors.append(test)
+            unknown = _VERDICT.search(text) if "VerdictFailed" in text else None
+            first = (problem.get("message") or "").splitlines()[0][:200] if problem.get("message") else problem.tag
+            rig = rig or (marked[0] if marked else f"[{unknown.group(1)}] {unknown.group(2).strip()}" if unknown else first)
+    return JUnitRun(killed, errors, verdict, rig, passed)
 
 
 def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_args: list[str], timeout_s: float) -> MutantResult:
@@ -84,7 +109,7 @@ def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_a
     log = out_dir / f"{defect}.log"
     args = [sys.executable, "-m", "pytest", suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={port_base}", f"--reports-dir={out_dir / 'reports' / defect}"]
     if defect != "clean":
-        args.append("-x")
+        args.append("--stop-at-verdict")  # not -x: a rig error must not end the run before a verdict could kill
     env = {**os.environ, "PDSIM_DEFECTS": "" if defect == "clean" else defect}
     t0 = time.monotonic()
     with open(log, "w") as fh:
@@ -93,11 +118,11 @@ def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_a
         except subprocess.TimeoutExpired:
             rc = -1
     seconds = time.monotonic() - t0
-    failed, verdict, passed = parse_junit(junit)
-    if rc == -1:
-        verdict = verdict or f"run exceeded {timeout_s:g}s"
-    killed = rc != 0
-    return MutantResult(defect, killed, failed, round(seconds, 1), verdict, rc, str(log), passed)
+    run = parse_junit(junit)
+    rig_error = run.rig_error or (f"run exceeded {timeout_s:g}s" if rc == -1 else "")
+    # the clean run fails on anything; a defect is killed only by a failed verdict
+    killed = rc != 0 if defect == "clean" else bool(run.verdict_failures)
+    return MutantResult(defect, killed, run.verdict_failures + run.rig_errors, round(seconds, 1), run.verdict, rc, str(log), run.passed, rig_error)
 
 
 def _progress(r: MutantResult, done: int, total: int) -> None:
@@ -133,7 +158,7 @@ def matrix_ok(results: list[MutantResult]) -> bool:
 
 
 def to_json(results: list[MutantResult]) -> str:
-    return json.dumps([{k: v for k, v in asdict(r).items() if k in ("defect", "killed", "tests_failed", "seconds", "verdict")} for r in results], indent=2)
+    return json.dumps([{k: v for k, v in asdict(r).items() if k in ("defect", "killed", "tests_failed", "seconds", "verdict", "rig_error")} | {"killed_by": r.verdict if r.killed and r.defect != "clean" else ""} for r in results], indent=2)
 
 
 def to_markdown(results: list[MutantResult]) -> str:
@@ -143,5 +168,5 @@ def to_markdown(results: list[MutantResult]) -> str:
         if r.defect == "clean" and r.as_expected:
             state += f" ({r.passed} tests)"
         test = r.tests_failed[0] if r.tests_failed else ""
-        lines.append(f"| {r.defect} | {state} | {test} | {r.verdict.replace('|', '/')[:160]} | {r.seconds:.0f} |")
+        lines.append(f"| {r.defect} | {state} | {test} | {(r.verdict or r.rig_error).replace('|', '/')[:160]} | {r.seconds:.0f} |")
     return "\n".join(lines) + "\n"

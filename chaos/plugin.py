@@ -20,7 +20,7 @@ import pytest
 
 from chaos.bounds import Bounds
 from chaos.cleanup import reap_orphans, register, shielded, terminate_as_interrupt, unregister
-from chaos.errors import ConfigError, TargetError
+from chaos.errors import ConfigError, RigError, TargetError
 from chaos.faults import Faults
 from chaos.history import History
 from chaos.ports import PortAllocator
@@ -32,6 +32,7 @@ from chaos.toxiproxy import ToxiproxyClient
 from chaos.targets.base import Capability, Target
 from chaos.targets.bringup import served_model
 from chaos.targets.registry import TARGETS, TargetChoice
+from chaos.verdicts import VerdictFailed
 from chaos.workloads import Workload
 
 __all__ = ["StackFactory"]
@@ -50,6 +51,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--allow-destructive", action="store_true", help="with --target attach: let faults kill, freeze and restart services of a stack pd-chaos did not start")
     group.addoption("--seed", type=int, default=None, help="seed for every random choice of the rig (default: random, printed in the header)")
     group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", "22000")), help="first port of the range embedded stacks use (default 22000)")
+    group.addoption("--stop-at-verdict", action="store_true", help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x")
     group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
 
 
@@ -180,10 +182,36 @@ def _run_dir(config: pytest.Config) -> Path:
     return config.stash[_RUN_DIR]
 
 
+RIG_ERROR = "pdchaos_rig_error"  # a call-phase report's user property: the rig failed, no verdict did
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """A rig error in the test body (a trigger that never fired, a fault not applied, a
+    premise not met) is marked, so that it is reported as an error, never as a failed
+    verdict; with ``--stop-at-verdict`` the first failed verdict ends the session."""
     outcome = yield
-    item.stash.setdefault(_PHASES, {})[call.when] = outcome.get_result()
+    rep = outcome.get_result()
+    error = call.excinfo.value if call.excinfo is not None else None
+    if call.when == "call" and rep.failed and isinstance(error, RigError):
+        mark = (RIG_ERROR, f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
+        rep.user_properties.append(mark)  # for this report's status
+        item.user_properties.append(mark)  # for the teardown report, whose properties JUnit XML writes
+    if call.when == "call" and rep.failed and isinstance(error, VerdictFailed) and item.config.getoption("--stop-at-verdict"):
+        item.session.shouldstop = f"a verdict failed in {item.nodeid}"
+    item.stash.setdefault(_PHASES, {})[call.when] = rep
+
+
+def rig_error(rep: pytest.TestReport) -> str:
+    """The rig error a report carries ("" for none)."""
+    return next((str(v) for k, v in rep.user_properties if k == RIG_ERROR), "")
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """The terminal and the session's counts show a call-phase rig error as an error."""
+    if report.when == "call" and report.failed and rig_error(report):
+        return "error", "E", "ERROR"
+    return None
 
 
 def _outcome(item: pytest.Item) -> tuple[str, float, str, str]:
@@ -197,7 +225,7 @@ def _outcome(item: pytest.Item) -> tuple[str, float, str, str]:
     if reason:
         outcome = "xfailed" if rep.skipped else "xpassed"
     elif rep.failed:
-        outcome = "failed" if rep is call else "error"
+        outcome = "failed" if rep is call and not rig_error(rep) else "error"
     else:
         outcome = rep.outcome
     message = str(rep.longrepr).splitlines()[-1][:300] if rep.failed and rep.longrepr else ""
@@ -278,7 +306,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
 @pytest.fixture
 def sampler(stack: Target, history: History) -> Iterator[Sampler]:
     s = Sampler(history, metrics_urls(stack.info.endpoints)).start()
-    s.wait_for_sample(2.0)
+    # a baseline of every source before the body acts; a source still silent after this is
+    # judged from what it has: verdicts needing a sample before the fault then say unknown
+    s.poll(lambda: all(s.latest(name) is not None for name in s.urls), timeout_s=5.0)
     try:
         yield s
     finally:

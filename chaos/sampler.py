@@ -5,6 +5,11 @@ so a frozen engine costs one missed sample, not a stalled sampler. Parsing is
 prometheus_client's. Values are summed over label sets, keyed by the metric name without
 its ``sglang:`` prefix (engines) or as-is (router, Toxiproxy). A failed scrape records
 nothing: missing data stays missing, never zero.
+
+A real SGLang engine's ``/metrics`` queue gauges move only when decode logs a batch, so an
+engine that serves ``/v1/loads`` (the stack's ``<engine>_loads`` endpoint) is read there
+too, in the same sample: its live counts (``sglang_disagg_decode_transfer_queue_reqs``)
+take the names of the gauges they stand for (``num_decode_transfer_queue_reqs``) and win.
 """
 
 from __future__ import annotations
@@ -26,6 +31,17 @@ _SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
 PROBE_PATHS = frozenset({"/health", "/readiness", "/liveness", "/health_generate", "/metrics", "/server_info", "/model_info", "/get_server_info", "/get_model_info"})
 # Older SGLang names the prefill bootstrap queue gauge differently: read both as one.
 _ALIASES = {"num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs"}
+_LOADS_PREFIX = "sglang_"  # /v1/loads in Prometheus form: sglang_num_running_reqs, sglang_disagg_*
+
+
+def _name(raw: str) -> str:
+    """The sampler's key for a metric: SGLang's prefixes gone, /v1/loads' ``disagg_<queue>``
+    read as the ``num_<queue>`` gauge of /metrics, older names aliased."""
+    if raw.startswith(_LOADS_PREFIX):
+        raw = raw.removeprefix(_LOADS_PREFIX)
+        raw = "num_" + raw.removeprefix("disagg_") if raw.startswith("disagg_") else raw
+    name = raw.removeprefix("sglang:")
+    return _ALIASES.get(name, name)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -34,8 +50,7 @@ def parse_metrics(text: str) -> dict[str, float]:
         for s in fam.samples:
             if s.name.endswith(("_bucket", "_created")):
                 continue
-            name = s.name.removeprefix("sglang:")
-            name = _ALIASES.get(name, name)
+            name = _name(s.name)
             values[name] = values.get(name, 0.0) + s.value
             if "proxy" in s.labels:  # Toxiproxy: keep each link and direction apart
                 key = f"{name}:{s.labels['proxy']}:{s.labels.get('direction', '')}"
@@ -49,18 +64,20 @@ def parse_metrics(text: str) -> dict[str, float]:
     return values
 
 
-def metrics_urls(endpoints: dict[str, str]) -> dict[str, str]:
-    """source -> /metrics URL for a stack's endpoints: engines, router, and Toxiproxy if any."""
-    urls = {"prefill": endpoints["prefill"] + "/metrics", "decode": endpoints["decode"] + "/metrics", "router": endpoints["router_metrics"]}
+def metrics_urls(endpoints: dict[str, str]) -> dict[str, tuple[str, ...]]:
+    """source -> the URLs of one sample, for a stack's endpoints: each engine's /metrics (and
+    /v1/loads where it serves them), the router's, and Toxiproxy's if any."""
+    urls = {engine: (endpoints[engine] + "/metrics", *([endpoints[f"{engine}_loads"]] if f"{engine}_loads" in endpoints else [])) for engine in ("prefill", "decode")}
+    urls["router"] = (endpoints["router_metrics"],)
     if "toxiproxy_metrics" in endpoints:
-        urls["toxiproxy"] = endpoints["toxiproxy_metrics"]
+        urls["toxiproxy"] = (endpoints["toxiproxy_metrics"],)
     return urls
 
 
 class Sampler:
     """``start()`` then ``stop()``; ``latest(source)`` serves triggers between samples."""
 
-    def __init__(self, history: History, urls: dict[str, str], *, interval_s: float = DEFAULT_INTERVAL_S) -> None:
+    def __init__(self, history: History, urls: dict[str, tuple[str, ...]], *, interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.history = history
         self.urls = urls
         self.interval_s = interval_s
@@ -95,10 +112,12 @@ class Sampler:
 
     def _scrape(self, name: str) -> None:
         t = self.history.now()
+        values: dict[str, float] = {}
         try:
-            r = self._clients[name].get(self.urls[name])
-            r.raise_for_status()
-            values = parse_metrics(r.text)
+            for url in self.urls[name]:  # all of them, or no sample: a half sample would mix stale and live
+                r = self._clients[name].get(url)
+                r.raise_for_status()
+                values |= parse_metrics(r.text)
         except (httpx.HTTPError, ValueError):
             self.failures[name].append(t)
             return
@@ -126,14 +145,15 @@ class Sampler:
 
     def wait_quiet(self, gauges: list[tuple[str, str]], *, within_s: float) -> bool:
         """Keep sampling until every gauge reads 0 (or ``within_s`` passes): lets a scenario
-        end only once its verdicts' windows are covered. Never raises; verdicts judge."""
+        end only once its verdicts' windows are covered. A gauge a sample lacks is not quiet:
+        missing is unknown, never 0. Never raises; verdicts judge."""
 
         called = self.history.now()
 
         def quiet() -> bool:
             for source, metric in gauges:
                 s = self.latest(source)
-                if s is None or s.t < called or s.values.get(metric, 0.0) > 0:
+                if s is None or s.t < called or s.values.get(metric, 1.0) > 0:
                     return False
             return True
 

@@ -16,11 +16,15 @@ from typing import Any
 
 from chaos.errors import ConfigError
 
-__all__ = ["LOOPBACK", "PROXIES", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
+__all__ = ["LOADS_PATH", "LOOPBACK", "PROXIES", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
 
 # name -> (what it connects); the four links the suites break
 PROXIES = ("client_router", "bootstrap", "control", "kv")
 LOOPBACK = "127.0.0.1"
+# SGLang's live queue counts (0.5.23): published by the scheduler at every prefill batch,
+# every --load-snapshot-publish-interval decode steps, every 50 ms while a queue stalls, and
+# at once when idle; /metrics' queue gauges move only when decode logs a batch.
+LOADS_PATH = "/v1/loads?include=core,disagg&format=prometheus"
 
 
 @dataclass(frozen=True)
@@ -36,13 +40,14 @@ class Timeouts:
 
     bootstrap_s: int = 3
     waiting_s: int = 6
-    inflight_s: float = 10.0
+    inflight_s: int = 10
     heartbeat_interval_s: float = 2.0
     heartbeat_max_failure: int = 2
 
     # SGLang reads these as integers (``EnvInt``); "3.0" would be ignored with a warning and
-    # the 300 s default kept, so they are written and accepted as whole seconds only.
-    INTEGER = ("bootstrap_s", "waiting_s", "heartbeat_max_failure")
+    # the 300 s default kept, so they are written and accepted as whole seconds only. The
+    # inflight watchdog's variable is pdsim's (the patched engine), read the same way.
+    INTEGER = ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_max_failure")
     ENV = {
         "bootstrap_s": "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
         "waiting_s": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
@@ -151,7 +156,8 @@ class StackInfo:
     def planned(cls, kind: str, cfg: StackConfig, run_id: str, links: tuple[str, ...] = PROXIES) -> "StackInfo":
         """The description of a stack on loopback ports from ``cfg.port_base``, before it starts.
         Every target that runs the stack itself (local processes, Compose) lays it out so;
-        ``links`` names the proxies it really puts on the engines' paths."""
+        ``links`` names the proxies it really puts on the engines' paths. Its engines (pdsim,
+        SGLang 0.5.23) serve the live ``/v1/loads`` the sampler reads (``chaos.sampler``)."""
         ports = PortPlan(cfg.port_base)
 
         def url(port: int) -> str:
@@ -174,6 +180,8 @@ class StackInfo:
                 "prefill_bootstrap": url(ports.prefill_bootstrap),
                 "toxiproxy": url(ports.toxiproxy),
                 "toxiproxy_metrics": f"{url(ports.toxiproxy)}/metrics",
+                "prefill_loads": url(ports.prefill) + LOADS_PATH,
+                "decode_loads": url(ports.decode) + LOADS_PATH,
             },
             proxies={
                 name: lnk

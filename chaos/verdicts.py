@@ -170,7 +170,7 @@ def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, sl
     def check(h: History) -> Verdict:
         vname = check.__name__
         ref = h.first_fault_t() if since == "fault" else h.last_heal_t()
-        series = h.series(source, counter)
+        series = h.counter_series(source, counter)
         if ref is None or not series:
             return Verdict(vname, Status.UNKNOWN, "no fault or no samples of the counter")
         lo, hi = ref + timeout_s - SAMPLE_TOLERANCE_S, ref + timeout_s + slack_s
@@ -208,7 +208,10 @@ def no_leak(*, gauges: list[tuple[str, str]], within_s: float, since: str = "hea
         for source, metric in gauges:
             series = h.series(source, metric)
             before = [v for t, v in series if t < inject]
-            baseline = min(before) if before else 0.0  # the quietest moment before the fault
+            if not before:  # no baseline: the gauge's level before the fault is unknown, not 0
+                unknown.append(f"{source}:{metric} has no sample before the fault")
+                continue
+            baseline = min(before)  # the quietest moment before the fault
             window = [(t, v) for t, v in series if heal <= t <= heal + within_s]
             if not window:
                 unknown.append(f"{source}:{metric} has no samples in the window")
@@ -322,7 +325,7 @@ def counter_never_rises(source: str, counter: str, *, why: str = "") -> Check:
     @_named(f"counter_never_rises({source}:{counter}{': ' + why if why else ''})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        series = h.series(source, counter)
+        series = h.counter_series(source, counter)
         if len(series) < 2:
             return Verdict(vname, Status.UNKNOWN, f"too few samples of {source}:{counter}")
         ups = _increments(series)

@@ -31,6 +31,15 @@ __all__ = ["Conversation", "Deadlines", "Reply", "Workload", "classify_exception
 WORDS = "river stone lantern orchard meadow signal harbor copper thread canyon beacon ember glacier".split()
 
 
+def trace_headers(op: str) -> dict[str, str]:
+    """What lets the reports follow a request into the logs (``chaos.reports.logs``): smg
+    logs ``x-request-id`` as its request_id, pdsim logs it as xrid; real SGLang ignores it
+    but logs ``routing_key``, which smg forwards from ``x-smg-routing-key`` (smg routes by
+    that header only under its manual and consistent_hashing policies; our stacks run its
+    default, cache_aware, with one worker a side)."""
+    return {"x-request-id": op, "x-smg-routing-key": op}
+
+
 @dataclass(frozen=True)
 class Deadlines:
     """Client-side bounds, in seconds; no ``None``: every wait is bounded."""
@@ -169,12 +178,16 @@ class Client:
         first_byte: float | None = None
         expired = threading.Event()
         parse = _Parse()
-        timeout = httpx.Timeout(d.stall_s if stream else d.read_s, connect=d.connect_s, pool=d.connect_s, write=d.connect_s)
+        # The total deadline counts from the send. Until the head arrives there is no response
+        # to close, and waiting for it is one read: a read bound no longer than total_s holds
+        # it (a head trickled a byte at a time could outlast it; no server we test does that).
+        read_s = min(d.stall_s if stream else d.read_s, d.total_s)
+        timeout = httpx.Timeout(read_s, connect=min(d.connect_s, d.total_s), pool=d.connect_s, write=d.connect_s)
+        sent = time.monotonic()
         try:
-            # x-request-id lets the reports follow the request into the router and engine logs
-            with self._http.stream("POST", path, json=body, timeout=timeout, headers={"x-request-id": op}) as resp:
+            with self._http.stream("POST", path, json=body, timeout=timeout, headers=trace_headers(op)) as resp:
                 got_head = True
-                timer = threading.Timer(max(0.0, d.total_s), lambda: (expired.set(), resp.close()))
+                timer = threading.Timer(max(0.0, d.total_s - (time.monotonic() - sent)), lambda: (expired.set(), resp.close()))
                 timer.daemon = True
                 timer.start()
                 try:
@@ -205,7 +218,7 @@ class Client:
                 finally:
                     timer.cancel()
         except (httpx.HTTPError, ValueError) as exc:
-            if expired.is_set():
+            if expired.is_set() or (not got_head and isinstance(exc, httpx.ReadTimeout) and read_s == d.total_s):
                 return Reply(op, Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s"), first_byte
             if isinstance(exc, ValueError):
                 return Reply(op, Outcome.TRUNCATED, error=f"unparseable body: {exc}"), first_byte

@@ -1,7 +1,8 @@
 """Engine configuration: command-line flags plus SGLang's environment variables.
 
-Timeouts are read from the same variables real SGLang reads, with the same defaults and
-floors, so that one environment configures pdsim and SGLang alike.
+Timeouts are read from the same variables real SGLang reads, parsed the same way
+(``pdsim/environ.py``), with the same defaults and floors, so that one environment
+configures pdsim and SGLang alike.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 
 from pdsim.defects import Defect, defects_from_env
+from pdsim.environ import env_float, env_int
 
 __all__ = ["EngineConfig", "Mode", "build_parser", "config_from_args"]
 
@@ -19,12 +21,6 @@ __all__ = ["EngineConfig", "Mode", "build_parser", "config_from_args"]
 class Mode(enum.Enum):
     PREFILL = "prefill"
     DECODE = "decode"
-
-
-def _env_float(name: str, default: float, floor: float | None = None) -> float:
-    raw = os.environ.get(name)
-    value = float(raw) if raw not in (None, "") else default
-    return max(value, floor) if floor is not None else value
 
 
 @dataclass(frozen=True)
@@ -118,10 +114,12 @@ def config_from_args(argv: list[str] | None = None) -> EngineConfig:
         max_running_requests=a.max_running_requests,
         kv_pool_tokens=a.kv_pool_tokens,
         truncate_tokens=int(os.environ.get("PDSIM_TRUNCATE_TOKENS", "200")),
-        bootstrap_timeout_s=_env_float("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300.0),
-        waiting_timeout_s=_env_float("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300.0),
-        inflight_timeout_s=_env_float("SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT", 300.0),
-        heartbeat_interval_s=_env_float("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0, floor=2.0),
-        heartbeat_max_failure=int(_env_float("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2, floor=1)),
+        # EnvInt and EnvFloat as in SGLang 0.5.23 (pdsim/environ.py), with its floors (common/conn.py)
+        bootstrap_timeout_s=env_int("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300),
+        waiting_timeout_s=env_int("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", 300),
+        # the incident's patched engine (upstream has no such variable); read like its siblings
+        inflight_timeout_s=env_int("SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT", 300),
+        heartbeat_interval_s=max(env_float("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0), 2.0),
+        heartbeat_max_failure=max(env_int("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2), 1),
         defects=defects_from_env(),
     )

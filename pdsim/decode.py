@@ -364,7 +364,7 @@ class DecodeEngine(Engine):
 
     def _fail(self, req: Req, what: str) -> None:
         err = req.status.error()
-        self.finish_error(req, 500, f"{what} for request rank=0 req.rid={req.rid!r} req.bootstrap_room={req.room} with exception {err}")
+        self.finish_error(req, 500, f"{what} for request rank=0 decode_req.req.rid={req.rid!r} decode_req.req.bootstrap_room={req.room} with exception {err}")
 
     # ---- decoding -------------------------------------------------------------------------------
     async def _decode_loop(self) -> None:
@@ -380,12 +380,13 @@ class DecodeEngine(Engine):
                 if req.leaked or req.finish is not None:
                     continue
                 assert req.digest is not None
-                token = next_token(req.digest, len(req.output_ids), ignore_eos=req.ignore_eos)
+                token = next_token(req.digest, len(req.output_ids), ignore_eos=req.ignore_eos, salt=req.sampling_salt)
                 if token == EOS_ID:
                     req.finish = {"type": "stop", "matched": EOS_ID}
                 else:
                     req.output_ids.append(token)
-                    self.metrics.inter_token(self.cfg.decode_s_per_step)
+                    if req.stream:  # as SGLang: a non-streaming reply reaches its tokenizer once, so it has no inter-token gaps
+                        self.metrics.inter_token(self.cfg.decode_s_per_step)
                     req.push(Update("tokens"))
                 self.note_tokens(now, 1)
                 self._check_finished(req)
@@ -428,7 +429,8 @@ class DecodeEngine(Engine):
 
     def loads(self) -> dict[str, int]:
         waiting = len(self.prealloc) + len(self.transfer)
-        return {"running": len(self.running), "waiting": waiting, "total": waiting + len(self.running)}
+        return {"running": len(self.running), "waiting": waiting, "total": waiting + len(self.running),
+                "decode_prealloc_queue_reqs": len(self.prealloc), "decode_transfer_queue_reqs": len(self.transfer)}  # fmt: skip
 
     def is_idle(self) -> bool:
         return not (self.prealloc or self.transfer or self.running)

@@ -13,7 +13,7 @@ import contextlib
 import time
 from abc import ABC, abstractmethod
 
-from pdsim.config import EngineConfig
+from pdsim.config import EngineConfig, Mode
 from pdsim.defects import Defect
 from pdsim.metrics import EngineMetrics
 from pdsim.reqlog import log_event
@@ -123,7 +123,8 @@ class Engine(ABC):
             streaming=req.stream,
             prompt=req.prompt_tokens,
             generated=len(req.output_ids),
-            ttft_s=(req.first_token_at - req.arrival) if req.first_token_at else None,
+            # SGLang's PD prefill never observes TTFT: its first token is decode's to report
+            ttft_s=(req.first_token_at - req.arrival) if req.first_token_at and self.cfg.mode is Mode.DECODE else None,
             e2e_s=now - req.arrival,
         )
         log_event("req", rid=req.rid, bootstrap_room=req.room, state="finished", finish=(req.finish or {}).get("type"), completion_tokens=len(req.output_ids))
@@ -163,7 +164,8 @@ class Engine(ABC):
 
     @abstractmethod
     def loads(self) -> dict[str, int]:
-        """Counts for ``/v1/loads``: running, waiting, total."""
+        """Counts for ``/v1/loads``: running, waiting, total, and this side's PD queues
+        (``<queue>_reqs``, its disaggregation section), read at the moment of the call."""
 
     @abstractmethod
     def is_idle(self) -> bool: ...

@@ -67,18 +67,18 @@ class EngineMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        tok = ("model_name", "is_streaming")
+        tok = ("model_name", "engine_type", "is_streaming")  # as SGLang 0.5.23 labels them
         self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", tok, registry=r)
         self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.", tok, registry=r)
         self.num_requests = Counter("sglang:num_requests", "Number of requests processed.", tok, registry=r)
-        self.num_aborted = Counter("sglang:num_aborted_requests", "Number of requests aborted.", ("model_name",), registry=r)
+        self.num_aborted = Counter("sglang:num_aborted_requests", "Number of requests aborted.", ("model_name", "engine_type"), registry=r)
         self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tok, buckets=_LATENCY_BUCKETS, registry=r)
         self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", tok, buckets=_LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ("model_name",), buckets=_LATENCY_BUCKETS, registry=r)
+        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ("model_name", "engine_type"), buckets=_LATENCY_BUCKETS, registry=r)
         for g in (self.num_grammar_queue_reqs, self.cache_hit_rate):
             g.labels(**self._sched).set(0)
-        for c in (self.bootstrap_failed, self.transfer_failed):
-            c.labels(**self._sched)  # exported as 0 from the start, as in SGLang
+        # the failure counters have no series until their first increment, as in SGLang
+        # 0.5.9 and 0.5.23 (a labelled counter appears at its first .labels().inc())
         for stage in _STAGES:
             self.per_stage.labels(**self._sched, stage=stage)
 
@@ -115,7 +115,7 @@ class EngineMetrics:
         (self.bootstrap_failed if bootstrap else self.transfer_failed).labels(**self._sched).inc()
 
     def finished(self, *, streaming: bool, prompt: int, generated: int, ttft_s: float | None, e2e_s: float) -> None:
-        lab = {"model_name": self._model, "is_streaming": str(streaming)}
+        lab = {"model_name": self._model, "engine_type": self._sched["engine_type"], "is_streaming": str(streaming)}
         self.num_requests.labels(**lab).inc()
         self.prompt_tokens.labels(**lab).inc(prompt)
         self.generation_tokens.labels(**lab).inc(generated)
@@ -124,10 +124,10 @@ class EngineMetrics:
         self.e2e.labels(**lab).observe(e2e_s)
 
     def inter_token(self, seconds: float) -> None:
-        self.itl.labels(model_name=self._model).observe(seconds)
+        self.itl.labels(model_name=self._model, engine_type=self._sched["engine_type"]).observe(seconds)
 
     def aborted(self) -> None:
-        self.num_aborted.labels(model_name=self._model).inc()
+        self.num_aborted.labels(model_name=self._model, engine_type=self._sched["engine_type"]).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

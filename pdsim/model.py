@@ -1,7 +1,10 @@
 """A deterministic, cheap "model": tokenizer, chat template and next-token function.
 
 Each output token is a function of a digest of the whole context and of its position,
-so two replies are equal exactly when their contexts were. The context digest is what
+so two greedy replies (temperature 0) are equal exactly when their contexts were. A
+request that does not ask for temperature 0 samples, as on SGLang: its tokens then also
+depend on its seed or its bootstrap room, so a workload that forgets temperature 0 sees
+replies differ here too. The context digest is what
 prefill ships to decode inside the KV bytes: a reply proves which KV it was decoded from,
 which makes context loss and cross-request mix-ups visible as wrong text.
 """
@@ -68,9 +71,11 @@ def context_digest(ids: list[int]) -> str:
     return h.hexdigest()
 
 
-def next_token(digest: str, position: int, *, ignore_eos: bool) -> int:
-    """Token number ``position`` (0 = the first, sampled on prefill) of the reply."""
-    h = _h64(bytes.fromhex(digest) + position.to_bytes(4, "big"))
+def next_token(digest: str, position: int, *, ignore_eos: bool, salt: int | None = None) -> int:
+    """Token number ``position`` (0 = the first, sampled on prefill) of the reply: greedy
+    (``salt`` None) a function of the context alone, sampled also of the request's salt."""
+    extra = b"" if salt is None else salt.to_bytes(8, "big", signed=True)
+    h = _h64(bytes.fromhex(digest) + position.to_bytes(4, "big") + extra)
     if not ignore_eos and position > 0 and h % _EOS_PERIOD == 0:
         return EOS_ID
     return 1 + (h >> 8) % len(WORDS)

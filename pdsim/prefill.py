@@ -225,7 +225,7 @@ class PrefillEngine(Engine):
                 continue
             self.metrics.stage("prefill_forward", now - start)
             req.digest = context_digest(req.input_ids)
-            req.output_ids = [next_token(req.digest, 0, ignore_eos=req.ignore_eos)]
+            req.output_ids = [next_token(req.digest, 0, ignore_eos=req.ignore_eos, salt=req.sampling_salt)]
             req.first_token_at = now
             req.stage_since = now
             self.inflight.append(req)
@@ -291,7 +291,8 @@ class PrefillEngine(Engine):
     def loads(self) -> dict[str, int]:
         waiting = len(self.bootstrap_queue) + len(self.waiting)
         running = len(self.forwarding) + len(self.inflight)
-        return {"running": running, "waiting": waiting, "total": running + waiting}
+        return {"running": running, "waiting": waiting, "total": running + waiting,
+                "prefill_bootstrap_queue_reqs": len(self.bootstrap_queue), "prefill_inflight_queue_reqs": len(self.inflight)}  # fmt: skip
 
     def is_idle(self) -> bool:
         return not (self.bootstrap_queue or self.waiting or self.forwarding or self.inflight)

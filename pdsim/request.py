@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import random
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -50,6 +51,9 @@ class Req:
     stream: bool
     include_usage: bool
     model: str
+    # None: greedy (temperature 0). Otherwise the request samples: its tokens also depend on
+    # this salt, its seed if it sent one, else its bootstrap room (the same on both legs)
+    sampling_salt: int | None = None
     created: float = field(default_factory=time.time)
     arrival: float = field(default_factory=time.monotonic)
     status: RoomStatus = field(init=False)
@@ -111,6 +115,7 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
             raise BadRequest("Either text or input_ids should be provided.")
         max_new = sp.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
         stop, ignore_eos = sp.get("stop"), bool(sp.get("ignore_eos", False))
+        temperature, seed = sp.get("temperature"), sp.get("sampling_seed")
     elif endpoint is Endpoint.CHAT:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
@@ -119,6 +124,7 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
         input_ids = tokenize(prompt)
         max_new = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_NEW_TOKENS
         stop, ignore_eos = body.get("stop"), bool(body.get("ignore_eos", False))
+        temperature, seed = body.get("temperature"), body.get("seed")
     else:
         prompt_raw = _one(body.get("prompt"), "prompt")
         if prompt_raw is None:
@@ -126,11 +132,16 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
         input_ids = tokenize(str(prompt_raw))
         max_new = body.get("max_tokens") or DEFAULT_MAX_NEW_TOKENS
         stop, ignore_eos = body.get("stop"), bool(body.get("ignore_eos", False))
+        temperature, seed = body.get("temperature"), body.get("seed")
     if not input_ids:
         raise BadRequest("The input is empty.")
     room = _one(body.get("bootstrap_room"), "bootstrap_room")
     port = _one(body.get("bootstrap_port"), "bootstrap_port")
     stream_options = body.get("stream_options") or {}
+    # SGLang samples at temperature 1.0 unless the request or the model's generation config
+    # says otherwise; pdsim's model has no config, so only temperature 0 is greedy
+    greedy = temperature is not None and float(temperature) == 0.0
+    salt = None if greedy else (int(seed) if seed is not None else int(room) if room is not None else random.getrandbits(63)) & (1 << 63) - 1
     return Req(
         endpoint=endpoint,
         rid=str(body.get("rid") or uuid.uuid4().hex),
@@ -144,4 +155,5 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
         stream=bool(body.get("stream", False)),
         include_usage=bool(stream_options.get("include_usage", False)),
         model=str(body.get("model") or model),
+        sampling_salt=salt,
     )

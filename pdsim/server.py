@@ -17,12 +17,15 @@ from aiohttp import web
 from pdsim.config import EngineConfig, Mode
 from pdsim.defects import Defect
 from pdsim.engine import Engine
+from pdsim.environ import env_bool, env_int
 from pdsim.request import BadRequest, Endpoint, Req, parse_request
 from pdsim.responses import SSE_DONE, error_body, final_body, stream_abort_event, stream_chunks
 
 __all__ = ["build_app"]
 
-_UNHEALTHY_AFTER_S = 20.0  # SGLANG_HEALTH_CHECK_TIMEOUT's default
+
+
+_DISAGG_QUEUES = ("prefill_bootstrap_queue_reqs", "prefill_inflight_queue_reqs", "decode_prealloc_queue_reqs", "decode_transfer_queue_reqs", "decode_retracted_queue_reqs")
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
@@ -33,11 +36,21 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
     app = web.Application(client_max_size=64 * 1024 * 1024)
     started = time.time()
     truncate_to = cfg.truncate_tokens if cfg.has(Defect.CONTEXT_TRUNCATION) else None
+    health_timeout_s = env_int("SGLANG_HEALTH_CHECK_TIMEOUT", 20)  # SGLang reads it once, at import
 
-    async def health(_: web.Request) -> web.Response:
-        if time.monotonic() - engine.last_tick > _UNHEALTHY_AFTER_S:
-            return web.Response(status=503, text="")
-        return web.Response(text="")
+    async def health(request: web.Request) -> web.Response:
+        """SGLang 0.5.23's /health: with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (the
+        default) it waits a second, then once a second, for the scheduler to have done
+        anything since the probe came, up to SGLANG_HEALTH_CHECK_TIMEOUT; so even a healthy
+        engine answers after at least 1 s. /health_generate always does."""
+        if request.path == "/health" and not env_bool("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", True):
+            return web.Response(text="")
+        tic = time.monotonic()
+        while time.monotonic() < tic + health_timeout_s:
+            await asyncio.sleep(1)
+            if engine.last_tick > tic:
+                return web.Response(text="")
+        return web.Response(status=503, text="")
 
     def server_info() -> dict[str, Any]:
         return {
@@ -74,29 +87,39 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
     async def models(_: web.Request) -> web.Response:
         return _json({"object": "list", "data": [{"id": cfg.model, "object": "model", "created": int(started), "owned_by": "sglang", "root": cfg.model, "max_model_len": cfg.max_total_num_tokens}]})
 
-    async def loads(_: web.Request) -> web.Response:
+    async def loads(request: web.Request) -> web.Response:
+        """SGLang 0.5.23's /v1/loads: JSON by default, Prometheus text with
+        ``format=prometheus`` (every number a gauge named ``sglang_<key>``, a section's
+        ``sglang_<section>_<key>``); ``include`` picks sections (core, disagg; default all).
+        Live, as SGLang's is: its scheduler publishes at least every 50 ms while a queue waits."""
         c = engine.loads()
-        return _json(
-            {
-                "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "dp_rank_count": 1,
-                "loads": [
-                    {
-                        "dp_rank": 0,
-                        "num_running_reqs": c["running"],
-                        "num_waiting_reqs": c["waiting"],
-                        "num_total_reqs": c["total"],
-                        "num_used_tokens": engine.used_tokens,
-                        "max_total_num_tokens": cfg.kv_pool_tokens,
-                        "token_usage": engine.used_tokens / cfg.kv_pool_tokens,
-                        "gen_throughput": 0.0,
-                        "cache_hit_rate": 0.0,
-                        "utilization": 0.0,
-                        "max_running_requests": cfg.max_running_requests,
-                    }
-                ],
-            }
-        )
+        core = {
+            "num_running_reqs": c["running"],
+            "num_waiting_reqs": c["waiting"],
+            "num_total_reqs": c["total"],
+            "num_used_tokens": engine.used_tokens,
+            "max_total_num_tokens": cfg.kv_pool_tokens,
+            "token_usage": engine.used_tokens / cfg.kv_pool_tokens,
+            "gen_throughput": 0.0,
+            "cache_hit_rate": 0.0,
+            "utilization": 0.0,
+            "max_running_requests": cfg.max_running_requests,
+        }
+        disagg = {q: c.get(q, 0) for q in _DISAGG_QUEUES}
+        include = {part.strip() for part in request.query.get("include", "all").split(",")}
+        load: dict[str, Any] = {"dp_rank": 0}
+        if include & {"all", "core"}:
+            load |= core
+        if include & {"all", "disagg"}:
+            load["disaggregation"] = disagg
+        if request.query.get("format") == "prometheus":
+            lines = []
+            for key, value in load.items():
+                items = [(f"sglang_disagg_{k}", v) for k, v in value.items()] if isinstance(value, dict) else [] if key == "dp_rank" else [(f"sglang_{key}", value)]
+                for name, v in items:
+                    lines += [f"# TYPE {name} gauge", f'{name}{{dp_rank="0"}} {v}']
+            return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+        return _json({"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dp_rank_count": 1, "loads": [load]})
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=engine.metrics.render(), content_type="text/plain", charset="utf-8")

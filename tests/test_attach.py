@@ -51,6 +51,7 @@ def _write(tmp_path: Path, doc: object) -> Path:
         ({**GOOD, "services": {"decoder": {"running": "true"}}}, r"services: Additional properties are not allowed \('decoder' was unexpected\)"),
         ({**GOOD, "timeouts": {"inflight_s": -1}}, r"timeouts\.inflight_s: -1 is less than or equal to the minimum of 0"),
         ({**GOOD, "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}}}, r"endpoints\.toxiproxy: required when proxies are listed \(kv\)"),
+        ({**GOOD, "endpoints": {**GOOD["endpoints"], "decode_loads": "http://127.0.0.1:30002/v1/loads"}}, r"endpoints: 'prefill_loads' is a dependency of 'decode_loads'"),
         ("endpoints: [unclosed", r"is not valid YAML"),
     ],
 )
@@ -59,6 +60,18 @@ def test_malformed_stack_file_names_the_field(tmp_path, doc, message):
     with pytest.raises(ConfigError, match=message) as err:
         load_stack_file(path)
     assert str(path) in str(err.value)
+
+
+def test_live_queue_counts_are_claimed_only_with_loads_endpoints(tmp_path):
+    from chaos.targets.attach import AttachedStack
+    from chaos.targets.base import Capability
+
+    plain = AttachedStack.from_file(_write(tmp_path, GOOD), state_dir=tmp_path)
+    assert Capability.LIVE_QUEUE_GAUGES not in plain.capabilities
+    assert "prefill_loads" in plain.missing_reason(Capability.LIVE_QUEUE_GAUGES)
+    loads = {f"{e}_loads": GOOD["endpoints"][e] + "/v1/loads?include=core,disagg&format=prometheus" for e in ("prefill", "decode")}
+    live = AttachedStack.from_file(_write(tmp_path, {**GOOD, "endpoints": GOOD["endpoints"] | loads}), state_dir=tmp_path)
+    assert Capability.LIVE_QUEUE_GAUGES in live.capabilities
 
 
 def test_missing_stack_file_and_missing_option_are_one_line_errors(tmp_path):

@@ -131,7 +131,7 @@ def test_decode_after_prefill_restart(start, defects):
 
 @pytest.mark.parametrize("defects", ["", "stuck_transferring"])
 def test_transferring_rooms_time_out_unless_stuck_transferring(start, defects):
-    s = start(defects, timeouts=replace(Timeouts.from_env(), inflight_s=60.0))
+    s = start(defects, timeouts=replace(Timeouts.from_env(), inflight_s=60))
     t = s.info.config["timeouts"]
     body = {"input_ids": list(range(1, 301)), "sampling_params": {"max_new_tokens": 2}}  # 300 KB of KV
     with toxic(s, "kv", "bandwidth", stream="upstream", rate=1):
@@ -148,7 +148,7 @@ def _ask_concurrently(s, prompts: list[str]) -> list[str]:
 
     async def go() -> list[str]:
         async with httpx.AsyncClient(base_url=s.info.endpoints["client"], timeout=httpx.Timeout(20, connect=2)) as c:
-            rs = await asyncio.gather(*(c.post("/generate", json={"text": p, "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}) for p in prompts))
+            rs = await asyncio.gather(*(c.post("/generate", json={"text": p, "sampling_params": {"max_new_tokens": 16, "ignore_eos": True, "temperature": 0}}) for p in prompts))
         return [r.json()["text"] for r in rs]
 
     return asyncio.run(go())

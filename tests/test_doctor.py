@@ -197,4 +197,4 @@ def test_open_requests_from_real_sglang_logs():
     old = "\n".join([line("Receive", "lost-in-the-crash")])
     restarted = "[2026-12-01 03:13:13] server_args={'model_path': '/m', 'disaggregation_mode': 'decode'}"
     text = "\n".join([old, restarted, line("Receive", "HEALTH_CHECK_1"), line("Receive", "a1"), line("Receive", "b2"), line("Finish", "a1")])
-    assert open_requests({"decode": text, "prefill": line("Receive", "p1")}, since=0) == {"decode prealloc": ["b2"], "prefill bootstrap": ["p1"]}
+    assert open_requests({"decode": text, "prefill": line("Receive", "p1")}, since=0) == {"decode, stage not logged": ["b2"], "prefill, stage not logged": ["p1"]}

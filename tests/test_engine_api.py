@@ -80,7 +80,7 @@ def _sse(lines: list[str]) -> list[str]:
 
 
 def test_generate_non_stream_and_stream_through_client_router(stack):
-    body = {"text": "tell me about fjords", "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}}
+    body = {"text": "tell me about fjords", "sampling_params": {"max_new_tokens": 5, "ignore_eos": True, "temperature": 0}}
     with _client(stack) as c:
         one = c.post("/generate", json=body).json()
         assert one["meta_info"]["completion_tokens"] == 5 and one["text"]
@@ -97,7 +97,7 @@ def test_generate_non_stream_and_stream_through_client_router(stack):
 def test_chat_non_stream_and_stream_with_usage_through_client_router(stack):
     import json
 
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "ignore_eos": True}
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "ignore_eos": True, "temperature": 0}
     with _client(stack) as c:
         one = c.post("/v1/chat/completions", json=body).json()
         assert one["object"] == "chat.completion"
@@ -116,7 +116,7 @@ def test_chat_non_stream_and_stream_with_usage_through_client_router(stack):
 def test_completions_non_stream_and_stream(stack):
     import json
 
-    body = {"model": MODEL, "prompt": "once upon a time", "max_tokens": 3, "ignore_eos": True}
+    body = {"model": MODEL, "prompt": "once upon a time", "max_tokens": 3, "ignore_eos": True, "temperature": 0}
     with _client(stack) as c:
         one = c.post("/v1/completions", json=body).json()
         assert one["object"] == "text_completion" and one["usage"]["completion_tokens"] == 3
@@ -127,20 +127,26 @@ def test_completions_non_stream_and_stream(stack):
 
 
 def test_replies_are_a_function_of_the_context(stack):
-    def ask(content: str) -> str:
-        body = {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 8, "ignore_eos": True}
+    """Greedy (temperature 0) replies depend on the context alone. Without temperature 0
+    pdsim samples as SGLang does: the same context gives another reply, unless the request
+    names a seed."""
+
+    def ask(content: str, **sampling: object) -> str:
+        body = {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 8, "ignore_eos": True, **sampling}
         with _client(stack) as c:
             return c.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
 
-    assert ask("alpha beta") == ask("alpha beta")
-    assert ask("alpha beta") != ask("alpha gamma")
+    assert ask("alpha beta", temperature=0) == ask("alpha beta", temperature=0)
+    assert ask("alpha beta", temperature=0) != ask("alpha gamma", temperature=0)
+    assert len({ask("alpha beta") for _ in range(3)}) > 1
+    assert ask("alpha beta", temperature=0.7, seed=5) == ask("alpha beta", temperature=0.7, seed=5)
 
 
 def test_stop_and_max_tokens(stack):
     with _client(stack) as c:
-        full = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True}}).json()
+        full = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0}}).json()
         words = full["text"].split()
-        cut = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "stop": [words[2]]}}).json()
+        cut = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0, "stop": [words[2]]}}).json()
     assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": words[2]}
     assert cut["text"].split() == words[:3]
 

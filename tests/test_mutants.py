@@ -16,14 +16,69 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 def test_parse_junit_names_the_first_failing_test_and_verdict(tmp_path):
     path = tmp_path / "r.xml"
     path.write_text(JUNIT)
-    failed, verdict, passed = parse_junit(path)
-    assert failed == ["suites/test_kv_link.py::test_stuck[crawl]"]
-    assert verdict == "[FAIL] watchdog_fired(decode waiting): did not rise"
-    assert passed == 1
+    run = parse_junit(path)
+    assert run.verdict_failures == ["suites/test_kv_link.py::test_stuck[crawl]"] and run.rig_errors == []
+    assert run.verdict == "[FAIL] watchdog_fired(decode waiting): did not rise"
+    assert run.passed == 1
 
 
 def test_parse_junit_without_a_file(tmp_path):
-    assert parse_junit(tmp_path / "missing.xml") == ([], "no JUnit XML written", 0)
+    run = parse_junit(tmp_path / "missing.xml")
+    assert run.verdict_failures == [] and run.rig_error == "no JUnit XML written"
+
+
+RIG_SUITE = """
+import os
+import pytest
+from chaos import verdicts as v
+from chaos.errors import TargetError, TriggerTimeout
+from chaos.history import History
+
+
+def test_one():
+    defect = os.environ["PDSIM_DEFECTS"]
+    if defect == "breaks_the_rig":
+        raise TriggerTimeout("the trigger never fired")
+    if defect == "only_unknown":
+        v.expect(History(), v.every_request_terminal(within_s=1))
+    if defect == "breaks_a_verdict":
+        raise v.VerdictFailed("[FAIL] replies_match_baseline: 1 of 1 replies differ")
+
+
+@pytest.fixture
+def steady():
+    if os.environ["PDSIM_DEFECTS"] == "xfail_setup_breaks":
+        raise TargetError("target not in steady state before the test")
+
+
+@pytest.mark.xfail(strict=True, raises=v.VerdictFailed, reason="KNOWN ISSUE: confirmed only by its verdict")
+def test_known_issue(steady):
+    raise v.VerdictFailed("[FAIL] gauge_stays_at_most: the known behaviour")
+"""
+
+
+def test_only_a_failed_verdict_kills_a_defect(tmp_path):
+    """A defect that only breaks the rig, or leaves a verdict unknown, is not killed; the
+    report shows the call-phase rig error as an error, and the JSON names the killing verdict."""
+    from chaos.mutants import _run_one
+
+    (tmp_path / "out").mkdir()
+    suite = tmp_path / "test_rig_suite.py"
+    suite.write_text(RIG_SUITE)
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
+    runs = {d: _run_one(d, port_base=41000, out_dir=tmp_path / "out", suites=str(suite), extra_args=["--rootdir", str(tmp_path)], timeout_s=120) for d in ("breaks_the_rig", "only_unknown", "breaks_a_verdict", "xfail_setup_breaks")}
+    rig, unknown, real = runs["breaks_the_rig"], runs["only_unknown"], runs["breaks_a_verdict"]
+    assert not rig.killed and rig.state.startswith("not killed (rig error: TriggerTimeout: the trigger never fired")
+    assert not unknown.killed and "[UNKNOWN] every_request_terminal" in unknown.state
+    assert real.killed and real.verdict == "[FAIL] replies_match_baseline: 1 of 1 replies differ"
+    assert '"killed_by": "[FAIL] replies_match_baseline' in to_json([real]) and '"killed_by": ""' in to_json([rig])
+    log = (tmp_path / "out" / "breaks_the_rig.log").read_text()
+    assert "1 error" in log and " failed" not in log.splitlines()[-1], log[-600:]
+    # a known issue is confirmed only by its verdict: a setup that fails is an error, not xfailed
+    broken = runs["xfail_setup_breaks"]
+    assert not broken.killed and "TargetError" in broken.rig_error
+    last = (tmp_path / "out" / "xfail_setup_breaks.log").read_text().splitlines()[-1]
+    assert "1 error" in last and "xfailed" not in last, last
 
 
 def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():

@@ -24,7 +24,8 @@ def _run(tmp_path: Path, name: str, port_base: int, *extra: str) -> tuple[dict[s
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "PDCHAOS_RUN_ID": name},
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-2000:]
-    failed, _, passed = parse_junit(junit)
+    run = parse_junit(junit)
+    failed, passed = run.verdict_failures + run.rig_errors, run.passed
     summary = json.loads((reports / name / "summary.json").read_text())
     outcomes = {t["test"]: (t["outcome"], *(f"{v['name']}={v['status']}" for v in t["verdicts"])) for t in summary["tests"]}
     assert passed == len(outcomes) and not failed

@@ -79,3 +79,26 @@ def test_reports_are_drawn_and_redrawn_from_saved_files(tmp_path):
 def test_timeline_of_an_empty_history(tmp_path):
     assert render_timeline(History(), tmp_path / "empty.png").exists()
 
+
+
+def test_real_sglang_lines_join_by_routing_key():
+    """SGLang 0.5.23 logs the routing_key smg forwards from x-smg-routing-key on its Receive:
+    and Finish: lines: that joins them to the client's op. An open request is in the
+    engine at a stage SGLang does not log; a Finish with reason abort is aborted."""
+    from chaos.reports.stuck import DECODE_UNSTAGED, PREFILL_UNSTAGED
+
+    def line(kind: str, rid: str, key: str, reason: str = "length") -> str:
+        out = f", out={{'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': '{reason}', 'message': 'x'}}}}}}" if kind == "Finish" else ""
+        return f"[2026-12-01 03:13:13] {kind}: obj=GenerateReqInput(rid='{rid}', session_id=None, bootstrap_room=7, routing_key='{key}', priority=None){out}"
+
+    logs = {"prefill": [], "decode": [], "router": []}
+    cursor = LogCursor(lambda svc: "\n".join(logs[svc]), ("prefill", "decode", "router"))
+    logs["prefill"] += [line("Receive", "p1", "op-held"), line("Receive", "p2", "op-aborted"), line("Finish", "p2", "op-aborted", "abort"), line("Receive", "p3", "someone-else")]
+    logs["decode"] += [line("Receive", "d1", "op-held"), line("Finish", "d1", "op-held"), line("Receive", "d2", "op-aborted"), line("Finish", "d2", "op-aborted", "abort")]
+    h = History()
+    _op(h, "op-held", Outcome.CLIENT_TIMEOUT)
+    _op(h, "op-aborted", Outcome.CLEAN_ERROR)
+    assert capture_logs(h, cursor, {"op-held", "op-aborted"}) == 7
+    rows = {r.op: r for r in where_stuck(h)}
+    assert rows["op-held"].hop == PREFILL_UNSTAGED and "decode: ended in " + DECODE_UNSTAGED in rows["op-held"].evidence, rows["op-held"]
+    assert rows["op-aborted"].hop == PREFILL_UNSTAGED and "prefill: ended in" in rows["op-aborted"].evidence, rows["op-aborted"]

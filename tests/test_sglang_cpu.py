@@ -1,7 +1,8 @@
 """The sglang-cpu target really is real SGLang in PD mode: the tiny model answers through
 smg and Toxiproxy, and its greedy output equals a single-process reference (transformers'
 ``generate`` on the same weights), so the KV computed by prefill really crossed Mooncake to
-decode. Also: the target's capabilities are honest and its stack description is complete.
+decode. Also: the target's capabilities are honest and its stack description is complete,
+and pdsim answers the differential probes as this real engine does.
 
 Skips (with the command to run) where ``make setup-sglang`` has not been run; CI runs it.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any
 
 import httpx
 import pytest
@@ -60,6 +62,25 @@ def sglang_stack(pytestconfig, tmp_path_factory):
         factory.stop_all()
 
 
+def test_pdsim_conforms_to_real_sglang(sglang_stack, pytestconfig, tmp_path):
+    """The differential check (``pdchaos conform``): pdsim and real SGLang, each having served
+    only its warm-up, answer the same probes alike, but for the differences listed as meant.
+    First in this module, so that the real stack is as fresh as the pdsim one."""
+    from chaos.conform import diff, observe
+
+    factory = StackFactory(TargetChoice("embedded"), pytestconfig.getoption("--port-base") + 6100, tmp_path)
+    try:
+        pdsim = observe(factory.start().info)
+    finally:
+        factory.stop_all()
+    rows = diff(pdsim, observe(sglang_stack.info))
+    unintended = [f"{r.probe}: pdsim {r.base!r} / sglang {r.other!r}" for r in rows if r.differs and not r.intended]
+    assert not unintended, "pdsim differs from SGLang 0.5.23:\n" + "\n".join(unintended)
+    stale = [r.probe for r in rows if r.intended and not r.differs]
+    assert not stale, f"listed as intended differences, but pdsim and SGLang now agree: {stale}"
+    assert len(rows) > 40  # the probes really ran on both
+
+
 def test_pd_output_equals_a_single_process_reference(sglang_stack):
     want = reference_output_ids(PROMPTS)
     client = sglang_stack.info.endpoints["client"]
@@ -99,6 +120,7 @@ def test_capabilities_claim_only_the_proxied_links():
     assert Capability.PROXIED_BOOTSTRAP in caps and Capability.PROXIED_CLIENT in caps and Capability.PROCESS_CONTROL in caps
     assert Capability.PROXIED_KV not in caps and Capability.PROXIED_CONTROL not in caps  # Mooncake and ZMQ pick random ports
     assert Capability.DEFECTS not in caps  # pdsim's defects are pdsim's
+    assert Capability.LIVE_QUEUE_GAUGES in caps  # SGLang's /v1/loads, sampled beside /metrics
 
 
 def test_doctor_names_a_frozen_real_decode(sglang_stack):
@@ -120,3 +142,43 @@ def test_doctor_names_a_frozen_real_decode(sglang_stack):
     assert d.location.startswith("decode") and d.state.startswith("stuck"), d.line()
     assert "decode" in report.unreachable
     assert not report.probes["router"]["ok"]
+
+
+def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
+    """Prefill frozen, two streams waiting: SGLang's /v1/loads shows decode holding both at
+    once (the live counts behind ``live_queue_gauges``), and the where-is-it-stuck table
+    joins decode's own log lines to each client op through the routing key."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chaos.history import History
+    from chaos.reports import where_stuck
+    from chaos.reports.logs import LogCursor, capture_logs
+    from chaos.reports.stuck import DECODE_UNSTAGED
+    from chaos.sampler import Sampler, metrics_urls
+    from chaos.workloads import Deadlines, Workload
+
+    history = History()
+    workload = Workload(sglang_stack.info.endpoints["client"], history, seed=7, model=MODEL_NAME, deadlines=Deadlines(stall_s=8, total_s=8))
+    cursor = LogCursor(sglang_stack.logs, ("prefill", "decode", "router"))
+
+    def waiting(sample: Any) -> float:
+        return sum(sample.values.get(g, 0.0) for g in ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs")) if sample else 0.0
+
+    assert workload.probe_until_ok(within_s=60).ok, "the stack is not serving (a test before this one left it broken)"
+    with Sampler(history, metrics_urls(sglang_stack.info.endpoints)) as sampler:
+        assert sampler.poll(lambda: sampler.latest("decode") is not None and waiting(sampler.latest("decode")) == 0, timeout_s=5)
+        sglang_stack.freeze("prefill")
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                held = [pool.submit(workload.request, "/v1/chat/completions", workload.chat(f"held {i}", max_tokens=4, stream=True)) for i in range(2)]
+                seen = sampler.poll(lambda: waiting(sampler.latest("decode")) >= 2, timeout_s=6)
+                replies = [f.result(timeout=20) for f in held]
+        finally:
+            sglang_stack.thaw("prefill")
+    assert seen, "decode's /v1/loads never showed the two waiting requests"
+    assert all(not r.ok for r in replies)
+    capture_logs(history, cursor, {r.op for r in replies})
+    rows = {row.op: row for row in where_stuck(history)}
+    for r in replies:
+        assert "decode: " in rows[r.op].evidence and DECODE_UNSTAGED in rows[r.op].evidence, rows[r.op]
+        assert "router: started it" in rows[r.op].evidence, rows[r.op]

@@ -37,7 +37,7 @@ def test_prefill_bootstrap_timeout_fires_with_sglang_message(stack, t):
         msg,
     ), msg
     assert leg.body["code"] == 500 and leg.body["object"] == "error"
-    assert gauge(stack, "prefill", "num_bootstrap_failed_reqs_total") == before + 1
+    assert gauge(stack, "prefill", "num_bootstrap_failed_reqs_total") == before + 1  # absent before the first failure: 0
     assert gauge(stack, "prefill", "num_prefill_bootstrap_queue_reqs") == 0
 
 
@@ -48,7 +48,7 @@ def test_decode_waiting_timeout_fires_with_sglang_message(stack, t):
     assert leg.status == 500
     assert t["waiting_s"] <= leg.elapsed_s <= t["waiting_s"] + SLACK_S
     assert re.fullmatch(
-        r"Decode transfer failed for request rank=0 req.rid='r-wait' req.bootstrap_room=777 with exception "
+        r"Decode transfer failed for request rank=0 decode_req.req.rid='r-wait' decode_req.req.bootstrap_room=777 with exception "
         rf"KVTransferError\(bootstrap_room=777\): Request 777 timed out after {t['waiting_s']:.0f}\.\d+s in KVPoll.WaitingForInput",
         leg.body["message"],
     ), leg.body["message"]
@@ -119,4 +119,4 @@ def test_decode_heartbeat_detects_lost_prefill(stack, t):
     interval, n = t["heartbeat_interval_s"], t["heartbeat_max_failure"]
     assert (n - 1) * interval <= detected <= n * interval + SLACK_S
     assert "Lost connection with prefill instance (bootstrap_addr: 127.0.0.1:" in d.body["message"]
-    assert d.body["message"].startswith("Decode transfer failed for request rank=0 req.rid='r-hb'")
+    assert d.body["message"].startswith("Decode transfer failed for request rank=0 decode_req.req.rid='r-hb'")

@@ -207,3 +207,35 @@ def test_a_premise_that_did_not_hold_is_neither_pass_nor_fail():
         v.require(h, v.requests_affected(phase="fault", why="test"))
     op(h, "op2", 1.0, 1.5, Outcome.CLEAN_ERROR, phase="fault", error="boom")
     v.require(h, v.requests_affected(phase="fault", why="test"))  # one request met the fault
+
+
+def test_a_counter_created_at_its_first_increment_rises_from_zero():
+    """SGLang has no series for a failure counter until its first .inc(): an answered scrape
+    without it reads 0; with no scrape answered, nothing is known."""
+    h = History()
+    fault(h, 1.0, 1.5)
+    for t in (0.5, 1.0, 2.0, 3.0):
+        h.append(Sample(t, "prefill", {"num_running_reqs": 0.0}))
+    h.append(Sample(4.1, "prefill", {"num_running_reqs": 0.0, "num_bootstrap_failed_reqs_total": 1.0}))
+    h.append(Sample(6.0, "prefill", {"num_running_reqs": 0.0, "num_bootstrap_failed_reqs_total": 1.0}))
+    fired = v.watchdog_fired("bootstrap", source="prefill", counter="num_bootstrap_failed_reqs_total", timeout_s=3.0, slack_s=1.5)
+    assert status(fired, h) is v.Status.PASS
+    assert status(v.counter_never_rises("prefill", "num_bootstrap_failed_reqs_total"), h) is v.Status.FAIL
+    never = History()  # the engine answered every scrape and never created the counter: no failure
+    fault(never, 1.0, 1.5)
+    for t in (0.5, 2.0, 9.0):
+        never.append(Sample(t, "prefill", {"num_running_reqs": 0.0}))
+    assert status(fired, never) is v.Status.FAIL and status(v.counter_never_rises("prefill", "num_bootstrap_failed_reqs_total"), never) is v.Status.PASS
+    other = v.counter_never_rises("prefill", "some_other_counter_total")  # not known to be created lazily
+    assert status(other, never) is v.Status.UNKNOWN
+    silent = History()  # the engine never answered: nothing is known
+    fault(silent, 1.0, 1.5)
+    assert status(fired, silent) is v.Status.UNKNOWN
+
+
+def test_no_leak_without_a_sample_before_the_fault_is_unknown():
+    h = History()
+    fault(h, 1.0, 2.0)
+    series(h, "decode", "num_decode_transfer_queue_reqs", [(1.5, 3.0), (2.5, 0.0), (3.0, 0.0)])
+    check = v.no_leak(gauges=[("decode", "num_decode_transfer_queue_reqs")], within_s=2.0)
+    assert status(check, h) is v.Status.UNKNOWN and "no sample before the fault" in check(h).message

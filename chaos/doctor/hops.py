@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chaos.reports.stuck import BEFORE_ROUTER  # one name for that location, in stuck.md and here
+from chaos.reports.stuck import HOPS as STUCK_HOPS  # the whole pipeline's order, log-only hops included
 
 __all__ = ["BEFORE_ROUTER", "HOPS", "Diagnosis", "Hop", "HopStats", "diagnose", "hop_stats"]
 
@@ -118,6 +119,11 @@ class Diagnosis:
         return f"diagnosis: {head} ({'; '.join(self.evidence)})"
 
 
+def _pipeline_order(hop: str) -> int:
+    """A hop's place in the PD pipeline, for the gauge hops and the log-only ones alike."""
+    return STUCK_HOPS.index(hop) if hop in STUCK_HOPS else len(STUCK_HOPS)
+
+
 def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:g}"
 
@@ -135,7 +141,7 @@ def diagnose(stats: list[HopStats], *, unreachable: dict[str, str], probes: dict
         if service in unreachable:
             # the hop its open requests sit in, from its last answered samples or its log
             hops = [s.hop for s in stats if s.source == service and s.max] + [h for h in open_requests if h.startswith(service)]
-            where = min(hops, key=[h.name for h in HOPS].index) if hops else service
+            where = min(hops, key=_pipeline_order) if hops else service
             ev = [f"{service} did not answer /metrics: {unreachable[service]}"] + holding
             n_open = sum(len(ids) for hop, ids in open_requests.items() if hop.startswith(service))
             if n_open:

@@ -5,8 +5,8 @@ Router (smg): ``started processing request`` / ``finished processing request`` l
 lines, or real SGLang's ``Receive:``/``Finish:`` lines (``--log-requests``), read alike by
 ``parse_engine_line``; a request is open while its last state is not terminal, and an
 engine restart closes everything the old process held. SGLang's lines say only that an
-engine received a request, so its open requests count at the engine's first hop (prefill
-bootstrap, decode prealloc); its gauges say which queue holds them.
+engine received a request, so its open requests count at "<engine>, stage not logged";
+its gauges say which queue holds them.
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@ history, keyed by the request's op id.
 
 The workload sends each request with ``x-request-id: <op>``; smg uses that as its
 ``request_id`` and forwards it; pdsim logs it as ``xrid`` on the request's first line and
-its own ``rid`` on every later state line. Real SGLang (``--log-requests``) logs a
-``Receive:`` and a ``Finish:`` line per request with its own rid, and no trace of the
-client's id, so its lines give open requests per engine (doctor) but join no client op;
-the reports fall back on metrics there.
+its own ``rid`` on every later state line. Real SGLang ignores ``x-request-id``, but smg
+forwards the workload's ``x-smg-routing-key: <op>`` header to both engines and SGLang 0.5.23
+(``--log-requests``) logs it as ``routing_key`` on its ``Receive:`` and ``Finish:`` line of
+each request; that is the join there. SGLang logs no stage in between, so its open
+requests read as state ``open``: in the engine, stage unknown.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ _ROUTER_ID = re.compile(r'request_id="?([\w.:-]+)"?')
 _ROUTER_TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 # SGLang 0.5.23 with --log-requests: "[2026-12-01 03:13:13] Receive: obj=GenerateReqInput(rid='...', ..."
 _SGLANG_REQ = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (Receive|Finish): obj=\w+\(rid='([^']+)'")
-_SGLANG_STATE = {"Receive": "received", "Finish": "finished"}
+_SGLANG_KEY = re.compile(r"routing_key='([^']*)'")
+_SGLANG_REASON = re.compile(r"'finish_reason': \{'type': '(\w+)'")
+_SGLANG_STATE = {"Receive": "open", "Finish": "finished"}
 _SGLANG_START = "server_args="  # the first thing a starting SGLang server logs
 
 
@@ -44,14 +47,21 @@ def parse_router_line(line: str) -> tuple[str | None, float | None]:
 def parse_engine_line(line: str) -> dict[str, str]:
     """The fields of an engine's request line, pdsim's logfmt (``event=req rid=... state=...``)
     or real SGLang's ``Receive:``/``Finish:`` lines in the same shape (its own health checks
-    left out); a starting SGLang server reads as ``event=engine state=started``."""
+    left out; ``xrid`` from its ``routing_key``; a Finish whose reason is ``abort`` is
+    ``aborted``); a starting SGLang server reads as ``event=engine state=started``."""
     m = _SGLANG_REQ.match(line)
     if m:
         stamp, kind, rid = m.groups()
         if rid.startswith("HEALTH_CHECK"):
             return {}
         ts = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S"))
-        return {"event": "req", "rid": rid, "state": _SGLANG_STATE[kind], "ts": str(ts)}
+        state = _SGLANG_STATE[kind]
+        reason = _SGLANG_REASON.search(line)
+        if reason and reason.group(1) == "abort":
+            state = "aborted"
+        fields = {"event": "req", "rid": rid, "state": state, "ts": str(ts)}
+        key = _SGLANG_KEY.search(line)
+        return fields | ({"xrid": key.group(1)} if key else {})
     if _SGLANG_START in line and line.startswith("["):
         return {"event": "engine", "state": "started"}
     return {k: v.strip('"') for k, v in _KV.findall(line)}
@@ -90,7 +100,7 @@ def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
             rid = fields.get("rid")
             if fields.get("event") != "req" or not rid:
                 continue
-            if fields.get("xrid") in op_ids:
+            if fields.get("xrid") in op_ids:  # pdsim's first line of a request, or every SGLang line
                 rid_to_op[rid] = fields["xrid"]
             op = rid_to_op.get(rid)
             if op is None:

@@ -14,20 +14,26 @@ from dataclasses import dataclass
 from chaos.history import History, LogEvent, Outcome
 from chaos.reports.logs import parse_engine_line
 
-__all__ = ["HOPS", "STATE_HOP", "TERMINAL", "StuckRow", "where_stuck"]
+__all__ = ["DECODE_UNSTAGED", "HOPS", "PREFILL_UNSTAGED", "STATE_HOP", "TERMINAL", "StuckRow", "where_stuck"]
 
 BEFORE_ROUTER = "client or proxy before the router"
+PREFILL_UNSTAGED = "prefill, stage not logged"  # SGLang: between its Receive: and Finish: lines
+DECODE_UNSTAGED = "decode, stage not logged"
 HOPS = (
     BEFORE_ROUTER,
     "router",
+    PREFILL_UNSTAGED,
     "prefill bootstrap",
     "prefill forward",
     "prefill inflight",
+    DECODE_UNSTAGED,
     "decode prealloc",
     "decode transfer",
     "decode running",
 )
 STATE_HOP = {
+    ("prefill", "open"): PREFILL_UNSTAGED,
+    ("decode", "open"): DECODE_UNSTAGED,
     ("prefill", "received"): "prefill bootstrap",
     ("prefill", "bootstrap_queue"): "prefill bootstrap",
     ("prefill", "waiting"): "prefill forward",
@@ -65,9 +71,9 @@ def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, str, float]]:
     for e in evs:
         if e.service == "router":
             continue
-        state = parse_engine_line(e.line).get("state", "")
+        state = parse_engine_line(e.line.split(" ", 1)[-1]).get("state", "")  # the engine's line after "op=<op> "
         if state in TERMINAL:
-            hop, _, _ = out.get(e.service, (STATE_HOP.get((e.service, "received"), e.service), "", e.t))
+            hop, _, _ = out.get(e.service, (STATE_HOP.get((e.service, "open"), e.service), "", e.t))
             out[e.service] = (hop, state, e.t)
         elif (e.service, state) in STATE_HOP:
             out[e.service] = (STATE_HOP[(e.service, state)], "", e.t)

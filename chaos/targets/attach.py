@@ -46,6 +46,8 @@ class AttachedStack:
         caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
         if info.config.get("inflight_watchdog"):
             caps.add(Capability.INFLIGHT_WATCHDOG)
+        if "decode_loads" in info.endpoints:  # SGLang's /v1/loads (0.5.23): see chaos.sampler
+            caps.add(Capability.LIVE_QUEUE_GAUGES)
         if self._can_act() and allow_destructive:
             caps.add(Capability.PROCESS_CONTROL)
         self.capabilities = frozenset(caps)
@@ -95,7 +97,7 @@ class AttachedStack:
             link = next(k for k, v in _LINK_CAPABILITY.items() if v is cap)
             return f"the stack file lists no Toxiproxy proxy for the {link} link"
         if cap is Capability.LIVE_QUEUE_GAUGES:
-            return "real SGLang sets decode's queue gauges only when it logs a decode batch"
+            return "the stack file lists no prefill_loads/decode_loads (SGLang's /v1/loads): its /metrics sets decode's queue gauges only when decode logs a batch"
         if cap is Capability.INFLIGHT_WATCHDOG:
             return "the stack file sets no timeouts.inflight_s (upstream SGLang has no prefill inflight watchdog)"
         return "an attached deployment runs real engines, not pdsim"

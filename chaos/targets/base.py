@@ -28,16 +28,18 @@ class Capability(enum.Enum):
     # prefill fails rooms pinned in its inflight queue after inflight_s: the incident's patched
     # engine, which pdsim models; upstream SGLang (0.5.9, 0.5.23) has no such watchdog
     INFLIGHT_WATCHDOG = "inflight_watchdog"
-    # engine queue gauges follow the queues at every scheduler step (pdsim). SGLang 0.5.23
-    # sets decode's prealloc/transfer gauges only when decode logs a batch, so a trigger or
-    # a leak check on them can miss a room that waits while decode runs nothing.
+    # engine queue gauges follow the queues at every scheduler step: pdsim's /metrics, or
+    # SGLang's /v1/loads (0.5.23). SGLang's /metrics sets decode's prealloc/transfer gauges
+    # only when decode logs a batch, so a trigger or a leak check on them alone can miss a
+    # room that waits while decode runs nothing.
     LIVE_QUEUE_GAUGES = "live_queue_gauges"
 
 
-# What a stack of real SGLang engines offers: Mooncake's KV and the ZMQ control messages go
-# straight from engine to engine on random ports, so only the client and bootstrap links are
-# proxied; no pdsim defects, no inflight watchdog (upstream has none), no live queue gauges.
-REAL_SGLANG = frozenset({Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL})
+# What a stack of real SGLang engines (0.5.23, on every target that starts them) offers:
+# Mooncake's KV and the ZMQ control messages go straight from engine to engine on random
+# ports, so only the client and bootstrap links are proxied; no pdsim defects, no inflight
+# watchdog (upstream has none); live queue gauges from its /v1/loads.
+REAL_SGLANG = frozenset({Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL, Capability.LIVE_QUEUE_GAUGES})
 REAL_SGLANG_LINKS = ("client_router", "bootstrap")
 
 

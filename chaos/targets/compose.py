@@ -23,7 +23,7 @@ from chaos.ports import ensure_free
 from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
 from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
-from chaos.targets.sglang_cpu import SGLANG_HOME, SHIM
+from chaos.targets.sglang_cpu import LAUNCHER, SGLANG_HOME
 from chaos.tools import REPO_ROOT
 from chaos.wait import wait_until
 
@@ -43,7 +43,7 @@ class Variant(NamedTuple):
 VARIANTS: dict[str, Variant] = {
     "compose": Variant("cpu.yaml", frozenset(Capability)),
     "compose-sglang-cpu": Variant("sglang-cpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),
-    "compose-gpu": Variant("gpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),
+    "compose-gpu": Variant("gpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),  # image pinned to 0.5.23, as sglang-cpu
 }
 _CLI_TIMEOUT_S = 60.0
 _STOP_GRACE_S = 2
@@ -72,9 +72,9 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDSIM_MAX_RUNNING_REQUESTS": str(cfg.max_running_requests),
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
-        # sglang-cpu.yaml mounts the host's SGLang venv and model, and the sgl_kernel shim
+        # sglang-cpu.yaml mounts the host's SGLang venv and model, and the engines' launcher with the sgl_kernel shim
         "PDCHAOS_SGLANG_HOME": str(SGLANG_HOME),
-        "PDCHAOS_SGLANG_SHIM": str(SHIM),
+        "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),
     }
 
 

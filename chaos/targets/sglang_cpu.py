@@ -21,28 +21,17 @@ from pathlib import Path
 
 from chaos.errors import ConfigError
 from chaos.procs import ProcSpec
-from chaos.stack import LOOPBACK, PortPlan, StackConfig
+from chaos.shm import remove_orphans
+from chaos.stack import PortPlan, StackConfig
 from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS
 from chaos.targets.embedded import EmbeddedStack
 from chaos.tools import REPO_ROOT
 
-__all__ = ["MODEL_NAME", "SGLANG_HOME", "SHIM", "SGLangCPUStack", "check_installed", "sglang_cpu_config"]
+__all__ = ["LAUNCHER", "MODEL_NAME", "SGLANG_HOME", "SGLangCPUStack", "check_installed", "sglang_cpu_config"]
 
 SGLANG_HOME = REPO_ROOT / ".tools" / "sglang"
-SHIM = REPO_ROOT / "sglang_cpu" / "shim"
+LAUNCHER = REPO_ROOT / "sglang_cpu" / "launch.py"  # the engines' flags and environment, for this target and Compose
 MODEL_NAME = "pdchaos/tiny-qwen2"
-
-# What makes SGLang run (and stay cheap) on a CPU, from the trial in issue 12; each is checked
-# against sglang 0.5.23's source: see README "The sglang-cpu target".
-_ENGINE_FLAGS = (
-    "--device", "cpu", "--attention-backend", "torch_native", "--disable-overlap-schedule",
-    "--disaggregation-transfer-backend", "mooncake_tcp", "--enable-metrics",
-    "--sleep-on-idle",  # otherwise each idle scheduler spins a whole core
-    "--max-total-tokens", "65536", "--max-running-requests", "32", "--dtype", "bfloat16",
-    "--decode-log-interval", "1",  # decode's queue gauges are set when it logs stats: every step, not every 40
-    "--log-requests", "--log-requests-level", "0",  # one line per request with its rid, for the stuck table
-    "--skip-server-warmup",
-)  # fmt: skip
 
 
 def sglang_cpu_config(cfg: StackConfig) -> StackConfig:
@@ -69,42 +58,32 @@ class SGLangCPUStack(EmbeddedStack):
         check_installed()
         return super().up(sglang_cpu_config(cfg))  # type: ignore[return-value]
 
+    def down(self) -> None:
+        """Stop the stack, then remove the /dev/shm files its killed engines could not
+        (``chaos.shm``): no file outlives the run either."""
+        try:
+            super().down()
+        finally:
+            remove_orphans(since=self.info.created - 1.0)
+
     @staticmethod
     def _engine_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
-        py = str(SGLANG_HOME / "venv" / "bin" / "python")
+        """Each engine by ``sglang_cpu/launch.py`` (its flags and variables, shared with
+        compose/sglang-cpu.yaml) under the SGLang venv's interpreter."""
         env = cfg.timeouts.to_env() | {
-            "PYTHONPATH": str(SHIM),  # sgl_kernel: see sglang_cpu/shim/sgl_kernel/__init__.py
+            "PYTHONPATH": "",  # nothing of the rig's environment on the engines' path: the launcher puts the shim there
             "LD_LIBRARY_PATH": ":".join(str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")),  # libibverbs, libnl for Mooncake
-            "SGLANG_USE_CPU_ENGINE": "1",
-            "SGLANG_HOST_IP": LOOPBACK,  # what SGLang advertises to its peer: loopback only
-            "MC_FORCE_TCP": "1",
-            "MC_TCP_BIND_ADDRESS": LOOPBACK,
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "OMP_NUM_THREADS": "1",
-            "PYTHONUNBUFFERED": "1",
         }
-        common = (
-            "-m", "sglang.launch_server", "--model-path", str(SGLANG_HOME / "model"),
-            "--served-model-name", cfg.model, "--host", LOOPBACK, *_ENGINE_FLAGS,
-        )  # fmt: skip
+        common = (str(SGLANG_HOME / "venv" / "bin" / "python"), str(LAUNCHER))
+        model = ("--model-path", str(SGLANG_HOME / "model"), "--served-model-name", cfg.model)
         return {
             "prefill": ProcSpec(
                 "prefill",
-                (py, *common, "--port", str(ports.prefill), "--nccl-port", str(ports.prefill_dist),
-                 "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(ports.prefill_bootstrap)),
-                # otherwise the first request reaches pin_memory and torch.cuda.Event (disaggregation/prefill.py)
-                env | {"SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"},
-                logs / "prefill.log",
-            ),  # fmt: skip
-            "decode": ProcSpec(
-                "decode",
-                (py, *common, "--port", str(ports.decode), "--nccl-port", str(ports.decode_dist),
-                 "--disaggregation-mode", "decode",
-                 "--disaggregation-decode-retraction-backup", "cpu_tensor"),  # otherwise torch.cuda.cudart() at startup
+                (*common, "prefill", *model, "--port", str(ports.prefill), "--nccl-port", str(ports.prefill_dist), "--bootstrap-port", str(ports.prefill_bootstrap)),
                 env,
-                logs / "decode.log",
-            ),  # fmt: skip
+                logs / "prefill.log",
+            ),
+            "decode": ProcSpec("decode", (*common, "decode", *model, "--port", str(ports.decode), "--nccl-port", str(ports.decode_dist)), env, logs / "decode.log"),
         }
 
 

@@ -8,6 +8,8 @@
       prefill: http://127.0.0.1:30000
       decode: http://127.0.0.1:30002
       toxiproxy: http://127.0.0.1:8474      # optional: network faults need a Toxiproxy in the path
+      prefill_loads: http://127.0.0.1:30000/v1/loads?include=core,disagg&format=prometheus   # optional, both or
+      decode_loads: http://127.0.0.1:30002/v1/loads?include=core,disagg&format=prometheus    # neither: live queue counts
     proxies:                                # optional: Toxiproxy proxies already in the path, by link
       bootstrap: {listen: "127.0.0.1:18998", upstream: "127.0.0.1:8998"}
     services:                               # optional: shell commands per service
@@ -52,7 +54,8 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "required": ["client", "router", "router_metrics", "prefill", "decode"],
-            "properties": {k: _URL for k in ("client", "router", "router_metrics", "prefill", "decode", "prefill_bootstrap", "toxiproxy")},
+            "properties": {k: _URL for k in ("client", "router", "router_metrics", "prefill", "decode", "prefill_bootstrap", "toxiproxy", "prefill_loads", "decode_loads")},
+            "dependentRequired": {"prefill_loads": ["decode_loads"], "decode_loads": ["prefill_loads"]},
         },
         "proxies": {
             "type": "object",

@@ -1,0 +1,88 @@
+"""Start one SGLang engine of the sglang-cpu targets: the flags and environment that make
+SGLang 0.5.23 run on a CPU in PD mode, written once for the local target
+(``chaos/targets/sglang_cpu.py``) and the Compose overlay (``compose/sglang-cpu.yaml``).
+
+    python sglang_cpu/launch.py prefill --model-path M --served-model-name N --port P \\
+        --nccl-port Q --bootstrap-port B
+    python sglang_cpu/launch.py decode  --model-path M --served-model-name N --port P --nccl-port Q
+
+It replaces itself (``exec``) with ``python -m sglang.launch_server`` under the same
+interpreter, so the engine is the process the target signals, and it imports nothing of
+SGLang's. The disaggregation timeouts and the library path come from the caller's
+environment: they are the stack's, not the engine's.
+
+Each flag and variable is from the trial in issue 12, checked against sglang 0.5.23's source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+SHIM = Path(__file__).resolve().parent / "shim"  # sgl_kernel: see shim/sgl_kernel/__init__.py
+
+FLAGS = (
+    "--device", "cpu", "--attention-backend", "torch_native", "--disable-overlap-schedule",
+    "--disaggregation-transfer-backend", "mooncake_tcp", "--enable-metrics",
+    "--sleep-on-idle",  # otherwise each idle scheduler spins a whole core
+    "--max-total-tokens", "65536", "--max-running-requests", "32", "--dtype", "bfloat16",
+    "--decode-log-interval", "1",  # /metrics' decode queue gauges move when decode logs a batch: every step
+    "--load-snapshot-publish-interval", "1",  # /v1/loads (the live queue counts) at every decode step too
+    "--log-requests", "--log-requests-level", "0",  # Receive:/Finish: lines with rid and routing_key
+    "--skip-server-warmup",
+)  # fmt: skip
+
+ROLE_FLAGS = {
+    "prefill": ("--disaggregation-mode", "prefill"),
+    # otherwise decode calls torch.cuda.cudart() at startup
+    "decode": ("--disaggregation-mode", "decode", "--disaggregation-decode-retraction-backup", "cpu_tensor"),
+}
+
+ENV = {
+    "SGLANG_USE_CPU_ENGINE": "1",
+    "SGLANG_HOST_IP": "127.0.0.1",  # what SGLang advertises to its peer: loopback only
+    "MC_FORCE_TCP": "1",
+    "MC_TCP_BIND_ADDRESS": "127.0.0.1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "OMP_NUM_THREADS": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+# otherwise prefill's first request reaches pin_memory and torch.cuda.Event (disaggregation/prefill.py)
+ROLE_ENV = {"prefill": {"SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"}, "decode": {}}
+
+
+def command(role: str, *, model_path: str, served_model_name: str, port: int, nccl_port: int, bootstrap_port: int | None) -> list[str]:
+    """The engine's argv after the interpreter."""
+    argv = ["-m", "sglang.launch_server", "--model-path", model_path, "--served-model-name", served_model_name,
+            "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port), *FLAGS, *ROLE_FLAGS[role]]  # fmt: skip
+    if role == "prefill":
+        if bootstrap_port is None:
+            raise SystemExit("launch.py prefill needs --bootstrap-port")
+        argv += ["--disaggregation-bootstrap-port", str(bootstrap_port)]
+    return argv
+
+
+def environment(role: str, base: dict[str, str]) -> dict[str, str]:
+    """``base`` with the CPU engine's variables, and the shim first on ``PYTHONPATH``."""
+    path = os.pathsep.join(p for p in (str(SHIM), base.get("PYTHONPATH", "")) if p)
+    return base | ENV | ROLE_ENV[role] | {"PYTHONPATH": path}
+
+
+def main(args: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("role", choices=sorted(ROLE_FLAGS))
+    parser.add_argument("--model-path", required=True)
+    parser.add_argument("--served-model-name", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--nccl-port", type=int, required=True)
+    parser.add_argument("--bootstrap-port", type=int)
+    a = parser.parse_args(args)
+    argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port, bootstrap_port=a.bootstrap_port)
+    os.execve(sys.executable, [sys.executable, *argv], environment(a.role, dict(os.environ)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""sglang_cpu/launch.py: the engines' flags and environment, shared by the local sglang-cpu
+target and compose/sglang-cpu.yaml, so that both run the same engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_cpu.launch import SHIM, command, environment
+
+
+def test_each_role_gets_the_cpu_flags_and_its_own():
+    prefill = command("prefill", model_path="/m", served_model_name="n", port=1, nccl_port=2, bootstrap_port=3)
+    decode = command("decode", model_path="/m", served_model_name="n", port=4, nccl_port=5, bootstrap_port=None)
+    for argv in (prefill, decode):
+        assert argv[:2] == ["-m", "sglang.launch_server"]
+        assert "--sleep-on-idle" in argv and "--load-snapshot-publish-interval" in argv and "--log-requests" in argv
+        assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert prefill[prefill.index("--disaggregation-bootstrap-port") + 1] == "3"
+    assert decode[decode.index("--disaggregation-decode-retraction-backup") + 1] == "cpu_tensor"
+    with pytest.raises(SystemExit, match="bootstrap-port"):
+        command("prefill", model_path="/m", served_model_name="n", port=1, nccl_port=2, bootstrap_port=None)
+
+
+def test_environment_puts_the_shim_first_and_keeps_the_callers_timeouts():
+    env = environment("prefill", {"PYTHONPATH": "/venv/site", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "3"})
+    assert env["PYTHONPATH"].split(":") == [str(SHIM), "/venv/site"]
+    assert env["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "3" and env["SGLANG_HOST_IP"] == "127.0.0.1"
+    assert env["SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER"] == "1"
+    assert "SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER" not in environment("decode", {})
+    assert environment("decode", {"PYTHONPATH": ""})["PYTHONPATH"] == str(SHIM)
