@@ -40,7 +40,7 @@ __all__ = ["StackFactory"]
 MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client)",
     "needs(*capabilities): capabilities the target must have (proxied_client, proxied_kv, "
-    "proxied_control, proxied_bootstrap, process_control, defects, inflight_watchdog, live_queue_gauges); the test skips with a reason otherwise",
+    "proxied_control, proxied_bootstrap, process_control, defects, inflight_watchdog, live_queue_gauges, transfer_window); the test skips with a reason otherwise",
 )
 
 

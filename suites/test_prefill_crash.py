@@ -35,7 +35,7 @@ def _deadlines(bounds) -> Deadlines:
     return Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
 
 
-@pytest.mark.needs("live_queue_gauges")  # its trigger and its oracle are decode's queue gauges
+@pytest.mark.needs("live_queue_gauges", "transfer_window")  # its trigger acts inside the transfer; its oracle is decode's queues
 def test_prefill_killed_while_decode_waits(stack, history, sampler, workload, faults, bounds):
     t = stack.info.config["timeouts"]
     interval, misses = t["heartbeat_interval_s"], t["heartbeat_max_failure"]

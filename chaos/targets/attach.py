@@ -98,6 +98,8 @@ class AttachedStack:
             return f"the stack file lists no Toxiproxy proxy for the {link} link"
         if cap is Capability.LIVE_QUEUE_GAUGES:
             return "the stack file lists no prefill_loads/decode_loads (SGLang's /v1/loads): its /metrics sets decode's queue gauges only when decode logs a batch"
+        if cap is Capability.TRANSFER_WINDOW:
+            return "a real engine's KV transfer is too short to trigger inside (pdsim's is configured to last)"
         if cap is Capability.INFLIGHT_WATCHDOG:
             return "the stack file sets no timeouts.inflight_s (upstream SGLang has no prefill inflight watchdog)"
         return "an attached deployment runs real engines, not pdsim"

@@ -33,6 +33,11 @@ class Capability(enum.Enum):
     # only when decode logs a batch, so a trigger or a leak check on them alone can miss a
     # room that waits while decode runs nothing.
     LIVE_QUEUE_GAUGES = "live_queue_gauges"
+    # a request's KV transfer lasts long enough (hundreds of ms) for a trigger on decode's
+    # transfer queue, sampled at 10 Hz, to act inside it: pdsim's forward and KV costs are
+    # set so. The tiny model on real SGLang moves its KV in milliseconds: the trigger never
+    # sees the room (measured: 30 s of samples, never above 0, while the requests succeeded).
+    TRANSFER_WINDOW = "transfer_window"
 
 
 # What a stack of real SGLang engines (0.5.23, on every target that starts them) offers:
