@@ -109,12 +109,18 @@ def _metrics(url: str) -> dict[str, str]:
     return out
 
 
+def _lone_leg(info: StackInfo, text: str) -> dict[str, Any]:
+    """A /generate body for one leg of a PD request whose other leg never comes: the PD
+    fields point at the stack's prefill bootstrap server, with a fresh room."""
+    port = int(info.endpoints["prefill_bootstrap"].rsplit(":", 1)[1])
+    return {"text": text, "sampling_params": {"max_new_tokens": 2, "temperature": 0},
+            "bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": uuid.uuid4().int % (1 << 62)}  # fmt: skip
+
+
 def _bootstrap_timeout(info: StackInfo, *, stream: bool) -> dict[str, str]:
     """A prefill leg whose decode never comes: it must fail after the bootstrap timeout."""
     bootstrap_s = float(info.config["timeouts"]["bootstrap_s"])
-    port = int(info.endpoints["prefill_bootstrap"].rsplit(":", 1)[1])
-    body = {"text": "a lone prefill leg", "sampling_params": {"max_new_tokens": 2, "temperature": 0}, "stream": stream,
-            "bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": uuid.uuid4().int % (1 << 62)}  # fmt: skip
+    body = _lone_leg(info, "a lone prefill leg") | {"stream": stream}
     t0 = time.monotonic()
     with httpx.stream("POST", info.endpoints["prefill"] + "/generate", json=body, timeout=httpx.Timeout(bootstrap_s + 15, connect=2.0)) as r:
         text = "".join(r.iter_text())
@@ -139,9 +145,7 @@ def _waiting_timeout(info: StackInfo) -> dict[str, str]:
     """A decode leg whose prefill twin never comes: decode must give up on the KV after the
     waiting timeout, with a 500 and a transfer-failure count."""
     waiting_s = float(info.config["timeouts"]["waiting_s"])
-    port = int(info.endpoints["prefill_bootstrap"].rsplit(":", 1)[1])
-    body = {"text": "a lone decode leg", "sampling_params": {"max_new_tokens": 2, "temperature": 0},
-            "bootstrap_host": "127.0.0.1", "bootstrap_port": port, "bootstrap_room": uuid.uuid4().int % (1 << 62)}  # fmt: skip
+    body = _lone_leg(info, "a lone decode leg")
     decode = info.endpoints["decode"]
 
     def waiting(url: str) -> float:
@@ -165,7 +169,7 @@ def _waiting_timeout(info: StackInfo) -> dict[str, str]:
         "cadence.decode_queue_while_no_batch_runs": cadence,
         "waiting_timeout.fires_in_bound": str(waiting_s <= took <= waiting_s + 2.0),
         "waiting_timeout.message": mask(message)[:300],
-        "metrics.decode.num_transfer_failed_reqs_total.after_a_failure": _metrics(info.endpoints["decode"] + "/metrics").get("num_transfer_failed_reqs_total", "absent"),
+        "metrics.decode.num_transfer_failed_reqs_total.after_a_failure": _metrics(decode + "/metrics").get("num_transfer_failed_reqs_total", "absent"),
     }
 
 

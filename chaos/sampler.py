@@ -153,7 +153,7 @@ class Sampler:
         def quiet() -> bool:
             for source, metric in gauges:
                 s = self.latest(source)
-                if s is None or s.t < called or s.values.get(metric, 1.0) > 0:
+                if s is None or s.t < called or metric not in s.values or s.values[metric] > 0:
                     return False
             return True
 

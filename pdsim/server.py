@@ -113,12 +113,10 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
         if include & {"all", "disagg"}:
             load["disaggregation"] = disagg
         if request.query.get("format") == "prometheus":
-            lines = []
-            for key, value in load.items():
-                items = [(f"sglang_disagg_{k}", v) for k, v in value.items()] if isinstance(value, dict) else [] if key == "dp_rank" else [(f"sglang_{key}", value)]
-                for name, v in items:
-                    lines += [f"# TYPE {name} gauge", f'{name}{{dp_rank="0"}} {v}']
-            return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
+            gauges = {f"sglang_{k}": v for k, v in load.items() if k not in ("dp_rank", "disaggregation")}
+            gauges |= {f"sglang_disagg_{k}": v for k, v in load.get("disaggregation", {}).items()}
+            text = "".join(f'# TYPE {name} gauge\n{name}{{dp_rank="0"}} {v}\n' for name, v in gauges.items())
+            return web.Response(text=text, content_type="text/plain", charset="utf-8")
         return _json({"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dp_rank_count": 1, "loads": [load]})
 
     async def metrics(_: web.Request) -> web.Response:
