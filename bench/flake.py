@@ -18,12 +18,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from chaos.mutants import parse_junit  # noqa: E402  (the repo is on the path first)
+from chaos.ports import BASES  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("runs", type=int, nargs="?", default=10)
-    ap.add_argument("--port-base", type=int, default=18000)
+    ap.add_argument("--port-base", type=int, default=BASES["bench-flake"])
     ap.add_argument("--suites", default="suites")
     args = ap.parse_args()
     failures: Counter[str] = Counter()

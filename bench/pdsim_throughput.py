@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 
+from chaos.ports import BASES
 from chaos.stack import StackConfig
 from chaos.targets.embedded import EmbeddedStack
 
@@ -50,7 +51,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--streams", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=200, help="output tokens per stream")
-    ap.add_argument("--port-base", type=int, default=20500)
+    ap.add_argument("--port-base", type=int, default=BASES["bench-throughput"])
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         stack = EmbeddedStack.up(StackConfig(port_base=args.port_base, state_dir=Path(tmp)))

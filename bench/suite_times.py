@@ -15,13 +15,15 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from chaos.ports import BASES
+
 REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--matrix", action="store_true", help="also time `pdchaos mutants`")
-    ap.add_argument("--port-base", type=int, default=19000)
+    ap.add_argument("--port-base", type=int, default=BASES["bench-suites"])
     ap.add_argument("--target", default="embedded", help="embedded (default) or sglang-cpu")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from chaos.ports import BASES
 from chaos.stack import StackConfig
 from chaos.targets.registry import LOCAL, TargetChoice
 
@@ -51,7 +52,7 @@ def measure(target: str, port_base: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--target", action="append", choices=LOCAL, help="repeatable (default: all local targets)")
-    ap.add_argument("--port-base", type=int, default=19500)
+    ap.add_argument("--port-base", type=int, default=BASES["bench-costs"])
     args = ap.parse_args()
     for target in args.target or LOCAL:
         measure(target, args.port_base)

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from chaos.stack import StackInfo
 
-__all__ = ["Bounds"]
+__all__ = ["Bounds", "SCHEDULER_PASS_S"]
+
+SCHEDULER_PASS_S = 1.0  # an engine's scheduler loop acts on a finished or aborted request within this
 
 
 @dataclass(frozen=True)
@@ -14,17 +16,32 @@ class Bounds:
     """Seconds. ``slack_s`` is how late a watchdog may fire; ``forward_s`` the longest
     prefill forward of the suites' prompts; ``recovery_s`` how soon service must return;
     ``restart_s`` how long the target may take to bring a killed engine back (a client that
-    retries through a restart needs a budget that spans it)."""
+    retries through a restart needs a budget that spans it); decode declares prefill dead
+    after ``heartbeat_max_failure`` missed heartbeats, ``heartbeat_interval_s`` apart."""
 
     bootstrap_s: float
     waiting_s: float
     inflight_s: float
     heartbeat_detect_s: float
+    heartbeat_interval_s: float
+    heartbeat_max_failure: int
     router_timeout_s: float
     slack_s: float
     forward_s: float
     recovery_s: float
     restart_s: float
+
+    @property
+    def quiet_s(self) -> float:
+        """How long after the system went quiet a gauge may stay above its baseline: the
+        slack plus one scheduler pass."""
+        return self.slack_s + SCHEDULER_PASS_S
+
+    @property
+    def abort_s(self) -> float:
+        """How long an engine may hold a request its client abandoned: until the forward in
+        progress ends, plus the slack."""
+        return self.slack_s + self.forward_s
 
     @classmethod
     def of(cls, info: StackInfo) -> "Bounds":
@@ -35,6 +52,8 @@ class Bounds:
             waiting_s=float(t["waiting_s"]),
             inflight_s=float(t["inflight_s"]),
             heartbeat_detect_s=float(t["heartbeat_detect_s"]),
+            heartbeat_interval_s=float(t["heartbeat_interval_s"]),
+            heartbeat_max_failure=int(t["heartbeat_max_failure"]),
             router_timeout_s=float(c["router_request_timeout_s"]),
             slack_s=float(c.get("slack_s", 1.5)),
             forward_s=float(c.get("forward_s", 2.0)),

@@ -16,14 +16,15 @@ from pathlib import Path
 
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
-from chaos.stack import StackConfig
+from chaos.ports import BASES
+from chaos.stack import STACK_PORTS, StackConfig
 from chaos.targets.base import SERVICES, Target
-from chaos.targets.registry import TargetChoice, load_target
+from chaos.targets.registry import TARGETS, TargetChoice, load_target
 
 __all__ = ["main"]
 
 DEFAULT_STATE_DIR = Path(os.environ.get("PDCHAOS_STATE_DIR", ".pdchaos"))
-DEFAULT_PORT_BASE = int(os.environ.get("PDCHAOS_PORT_BASE", "21000"))
+DEFAULT_PORT_BASE = int(os.environ.get("PDCHAOS_PORT_BASE", BASES["up"]))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,8 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR, help="where stack.json and logs live (default: .pdchaos)")
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start a stack: Toxiproxy, prefill and decode (pdsim, or SGLang with sglang-cpu and compose-gpu), smg")
-    up.add_argument("--target", choices=("embedded", "sglang-cpu", "compose", "compose-sglang-cpu", "compose-gpu"), default=os.environ.get("PDCHAOS_TARGET", "embedded"), help="local processes (embedded: pdsim, the default; sglang-cpu: real SGLang on CPU) or Compose containers (env PDCHAOS_TARGET)")
-    up.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE, help="first of 14 consecutive ports (default: 21000)")
+    up.add_argument("--target", choices=[t for t in TARGETS if t != "attach"], default=os.environ.get("PDCHAOS_TARGET", "embedded"), help="local processes (embedded: pdsim, the default; sglang-cpu: real SGLang on CPU) or Compose containers (env PDCHAOS_TARGET)")
+    up.add_argument("--port-base", type=int, default=DEFAULT_PORT_BASE, help=f"first of {STACK_PORTS} consecutive ports (default: {BASES['up']})")
     up.add_argument("--json", action="store_true", help="print stack.json on stdout")
     sub.add_parser("status", help="show the running stack and whether each service is alive")
     sub.add_parser("down", help="stop every service of the stack")
@@ -40,7 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     svc.add_argument("action", choices=("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs"), help="running/frozen answer by exit status (0 = yes)")
     svc.add_argument("service", choices=SERVICES)
     doc = sub.add_parser("doctor", help="read-only live look: where is a stuck request stuck (never injects a fault)")
-    doc.add_argument("--target", choices=("embedded", "sglang-cpu", "compose", "compose-sglang-cpu", "compose-gpu", "attach"), help="the stack in --state-dir (default), or attach with --stack-file")
+    doc.add_argument("--target", choices=TARGETS, help="the stack in --state-dir (default), or attach with --stack-file")
     doc.add_argument("--stack-file", type=Path, help="YAML description of a deployment pd-chaos did not start (implies --target attach)")
     doc.add_argument("--window", type=float, default=10.0, help="seconds to sample at 20 Hz (default 10)")
     doc.add_argument("--probe", action="store_true", help="after the window, send one fresh short request to the router (and through the client's path)")
@@ -53,11 +54,11 @@ def _parser() -> argparse.ArgumentParser:
     mut.add_argument("--json", type=Path, help="write the results as JSON to this path")
     mut.add_argument("--only", action="append", help="run only this defect (repeatable; 'clean' for the clean run)")
     mut.add_argument("--jobs", type=int, default=2, help="defect runs at a time (default 2)")
-    mut.add_argument("--port-base", type=int, default=25000, help="first port of the ranges the runs use")
+    mut.add_argument("--port-base", type=int, default=BASES["mutants"], help=f"first port of the ranges the runs use (default {BASES['mutants']})")
     mut.add_argument("--suites", default="suites", help="what pytest runs (default: suites)")
     con = sub.add_parser("conform", help="start pdsim and a real-SGLang target side by side, send both the same probes, diff what they show")
     con.add_argument("--against", choices=("sglang-cpu", "compose-sglang-cpu"), default="sglang-cpu", help="the real engine's target (default sglang-cpu)")
-    con.add_argument("--port-base", type=int, default=24000, help="first port of the pdsim stack; the other takes the next 100 (default 24000)")
+    con.add_argument("--port-base", type=int, default=BASES["conform"], help=f"first port of the pdsim stack; the other takes the next 100 (default {BASES['conform']})")
     con.add_argument("--json", type=Path, help="write both observations and the diff as JSON to this path")
     return p
 
@@ -174,7 +175,7 @@ def _doctor(args: argparse.Namespace) -> int:
     folder = write_report(report, args.reports_dir)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
-        return 0 if report.diagnosis.location == "no problem found" else 3
+        return 0 if report.diagnosis.ok else 3
     console = Console(width=160)
     table = Table(title=f"pdchaos doctor: {report.target} stack, {report.window_s:g} s at {1 / report.interval_s:.0f} Hz")
     for col in ("hop", "min", "max", "last", "shape", "verdict", "progress", "3 s sampler reads it pinned", "open requests (logs)"):
@@ -191,7 +192,7 @@ def _doctor(args: argparse.Namespace) -> int:
         console.print(f"probe via {via} ({p['url']}): {p['outcome']} in {p['seconds']:.2f} s {escape(p['error'][:100])}")
     console.print(escape(report.diagnosis.line()), style="bold")
     console.print(f"report: {folder / 'doctor.json'}, {folder / 'timeline.png'}")
-    return 0 if report.diagnosis.location == "no problem found" else 3
+    return 0 if report.diagnosis.ok else 3
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,9 @@ __all__ = [
     "LogEvent",
     "Op",
     "Outcome",
+    "Phase",
     "Sample",
+    "Stage",
     "TriggerFired",
     "VerdictRecord",
 ]
@@ -46,6 +48,27 @@ class Outcome(enum.Enum):
     CONNECTION_ERROR = "connection_error"  # refused or reset before any response
 
 
+class Phase(enum.StrEnum):
+    """What a request was sent for. Verdicts compare phases (a fault's replies against the
+    baseline's) and scope to them; a closed set, so a misspelt phase fails at the send."""
+
+    NONE = ""
+    BASELINE = "baseline"  # fault-free: its replies are the reference
+    FAULT = "fault"  # sent while a fault is coming, active or healing
+    AFTER = "after"  # sent once the fault has healed
+    PROBE = "probe"  # a recovery probe
+
+
+class Stage(enum.StrEnum):
+    """Where a fault is in its life; each stage is one ``FaultEvent``."""
+
+    INJECT = "inject"
+    VERIFIED = "verified"
+    HEALED = "healed"
+    HEAL_VERIFIED = "heal_verified"
+    HEAL_FAILED = "heal_failed"
+
+
 @dataclass(frozen=True)
 class Invoke:
     t: float
@@ -56,8 +79,11 @@ class Invoke:
     agent: str = ""
     round: int = -1
     context: str = ""  # digest of everything sent: equal contexts must give equal replies
-    phase: str = ""
+    phase: Phase = Phase.NONE
     kind: str = "invoke"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "phase", Phase(self.phase))  # a loaded string, or a typo: ValueError
 
 
 @dataclass(frozen=True)
@@ -82,16 +108,23 @@ class Complete:
     first_byte_t: float | None = None
     kind: str = "complete"
 
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.OK
+
 
 @dataclass(frozen=True)
 class FaultEvent:
     t: float
     wall: float
     fault: str  # id, e.g. "kill:decode#1"
-    phase: str  # inject | verified | healed | heal_verified | heal_failed
+    stage: Stage
     description: str
     evidence: str = ""
     kind: str = "fault"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stage", Stage(self.stage))
 
 
 @dataclass(frozen=True)
@@ -206,7 +239,7 @@ class History:
             snapshot = list(self.records)
         return (r for r in snapshot if isinstance(r, kind))
 
-    def ops(self, *, phase: str | None = None) -> list[Op]:
+    def ops(self, *, phase: Phase | None = None) -> list[Op]:
         invokes: dict[str, Invoke] = {}
         completes: dict[str, Complete] = {}
         chunks: dict[str, list[Chunk]] = {}
@@ -228,10 +261,10 @@ class History:
         return list(self.of(FaultEvent))
 
     def first_fault_t(self) -> float | None:
-        return next((f.t for f in self.of(FaultEvent) if f.phase == "inject"), None)
+        return next((f.t for f in self.of(FaultEvent) if f.stage is Stage.INJECT), None)
 
     def last_heal_t(self) -> float | None:
-        heals = [f.t for f in self.of(FaultEvent) if f.phase == "healed"]
+        heals = [f.t for f in self.of(FaultEvent) if f.stage is Stage.HEALED]
         return max(heals) if heals else None
 
     def series(self, source: str, metric: str) -> list[tuple[float, float]]:

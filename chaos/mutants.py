@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -24,13 +25,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from chaos.errors import ConfigError
+from chaos.ports import RUN_STRIDE
 from chaos.tools import REPO_ROOT
 
 __all__ = ["MutantResult", "defect_names", "matrix_ok", "parse_junit", "run_matrix", "to_json", "to_markdown"]
 
 _VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
 _FAILED_VERDICT = re.compile(r"\[FAIL\] (.+)")
-_PORT_STRIDE = 600  # port range per run: room for the stacks one pytest session starts
 
 
 @dataclass
@@ -143,8 +144,19 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
     if not only or "clean" in only:  # alone, so that its timing is undisturbed
         results.append(_run_one("clean", port_base=port_base, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s))
         _progress(results[-1], 1, total)
+    slots: queue.SimpleQueue[int] = queue.SimpleQueue()  # one port range per concurrent run, reused
+    for k in range(max(1, jobs)):
+        slots.put(port_base + (k + 1) * RUN_STRIDE)
+
+    def in_a_slot(defect: str) -> MutantResult:
+        base = slots.get()
+        try:
+            return _run_one(defect, port_base=base, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s)
+        finally:
+            slots.put(base)
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futs = [pool.submit(_run_one, d, port_base=port_base + (i + 1) * _PORT_STRIDE, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s) for i, d in enumerate(chosen)]
+        futs = [pool.submit(in_a_slot, d) for d in chosen]
         for fut in as_completed(futs):
             _progress(fut.result(), len(results) + 1, total)
             results.append(fut.result())

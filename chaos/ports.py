@@ -12,10 +12,24 @@ import socket
 from chaos.errors import ConfigError
 from chaos.stack import LOOPBACK, PortPlan
 
-__all__ = ["PortAllocator", "ensure_free", "ports_free"]
+__all__ = ["BASES", "RUN_STRIDE", "STRIDE", "PortAllocator", "ensure_free", "ports_free"]
 
-_STACKS_PER_WORKER = 40
-_STRIDE = 16  # PortPlan uses 14 ports; room for two more
+STRIDE = 16  # one stack's range: PortPlan uses STACK_PORTS (14); room for two more
+_STACKS_PER_WORKER = 40  # ranges per pytest process (per xdist worker)
+RUN_STRIDE = 2 * _STACKS_PER_WORKER * STRIDE  # one pytest process with two xdist workers: 1280 ports
+
+# Where each user of ports starts by default, one range each, so that none collides with
+# another running at the same time. Tests offset their own from --port-base (tests/ports.py).
+BASES = {
+    "bench-flake": 18000,
+    "bench-suites": 19000,
+    "bench-costs": 19500,
+    "bench-throughput": 20500,
+    "up": 21000,  # pdchaos up
+    "pytest": 22000,  # pytest --port-base
+    "conform": 24000,  # pdchaos conform: pdsim here, the real engine 100 above
+    "mutants": 25000,  # pdchaos mutants: one RUN_STRIDE per concurrent run
+}
 
 
 def _port_free(port: int) -> bool:
@@ -45,12 +59,12 @@ class PortAllocator:
     def __init__(self, first: int, worker: str | None = None) -> None:
         worker = worker if worker is not None else os.environ.get("PYTEST_XDIST_WORKER", "gw0")
         index = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
-        self._start = first + index * _STACKS_PER_WORKER * _STRIDE
+        self._start = first + index * _STACKS_PER_WORKER * STRIDE
         self._next = itertools.count()
 
     def next_base(self) -> int:
         for _ in range(_STACKS_PER_WORKER):
-            base = self._start + (next(self._next) % _STACKS_PER_WORKER) * _STRIDE
+            base = self._start + (next(self._next) % _STACKS_PER_WORKER) * STRIDE
             if ports_free(PortPlan(base)):
                 return base
-        raise ConfigError(f"no free port range of {_STRIDE} ports above {self._start}")
+        raise ConfigError(f"no free port range of {STRIDE} ports above {self._start}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chaos.errors import TargetError
-from chaos.wait import wait_until
+from chaos.wait import STATE_CHANGE_S, wait_until
 
 __all__ = ["ProcSpec", "alive", "proc_state", "signal_group", "spawn", "stop_group"]
 
@@ -94,4 +94,4 @@ def stop_group(pid: int, *, grace_s: float = 5.0) -> None:
         wait_until(lambda: not alive(pid), timeout_s=grace_s, what=f"process {pid} exits after SIGTERM")
     except TargetError:
         signal_group(pid, signal.SIGKILL)
-        wait_until(lambda: not alive(pid), timeout_s=5.0, what=f"process {pid} exits after SIGKILL")
+        wait_until(lambda: not alive(pid), timeout_s=STATE_CHANGE_S, what=f"process {pid} exits after SIGKILL")

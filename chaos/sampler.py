@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterable
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -143,21 +143,22 @@ class Sampler:
         with self._new:
             self._new.wait(timeout_s)
 
-    def wait_quiet(self, gauges: list[tuple[str, str]], *, within_s: float) -> bool:
+    def wait_quiet(self, gauges: Iterable[tuple[str, str]], *, within_s: float) -> bool:
         """Keep sampling until every gauge reads 0 (or ``within_s`` passes): lets a scenario
         end only once its verdicts' windows are covered. A gauge a sample lacks is not quiet:
         missing is unknown, never 0. Never raises; verdicts judge."""
 
-        called = self.history.now()
+        called, gauges = self.history.now(), list(gauges)
+        return self.poll(lambda: self.is_quiet(gauges, since=called), timeout_s=within_s)
 
-        def quiet() -> bool:
-            for source, metric in gauges:
-                s = self.latest(source)
-                if s is None or s.t < called or metric not in s.values or s.values[metric] > 0:
-                    return False
-            return True
-
-        return self.poll(quiet, timeout_s=within_s)
+    def is_quiet(self, gauges: Iterable[tuple[str, str]], *, since: float) -> bool:
+        """Whether every gauge reads 0 in its source's latest sample, taken at history time
+        ``since`` or later. A gauge the sample lacks is not quiet: missing is unknown."""
+        for source, metric in gauges:
+            s = self.latest(source)
+            if s is None or s.t < since or metric not in s.values or s.values[metric] > 0:
+                return False
+        return True
 
     def poll(self, predicate: Callable[[], bool], *, timeout_s: float) -> bool:
         """Re-check ``predicate`` at every new sample until it holds or the deadline passes."""

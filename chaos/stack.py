@@ -16,11 +16,12 @@ from typing import Any
 
 from chaos.errors import ConfigError
 
-__all__ = ["LOADS_PATH", "LOOPBACK", "PROXIES", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
+__all__ = ["LOADS_PATH", "LOOPBACK", "PROXIES", "STACK_PORTS", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
 
 # name -> (what it connects); the four links the suites break
 PROXIES = ("client_router", "bootstrap", "control", "kv")
 LOOPBACK = "127.0.0.1"
+STACK_PORTS = 14  # consecutive ports of one stack, from its base (PortPlan)
 # SGLang's live queue counts (0.5.23): published by the scheduler at every prefill batch,
 # every --load-snapshot-publish-interval decode steps, every 50 ms while a queue stalls, and
 # at once when idle; /metrics' queue gauges move only when decode logs a batch.
@@ -86,8 +87,8 @@ class PortPlan:
     base: int
 
     def __post_init__(self) -> None:
-        if not 1024 <= self.base <= 65535 - 16:
-            raise ConfigError(f"port base {self.base} out of range 1024..65519")
+        if not 1024 <= self.base <= 65535 - STACK_PORTS:
+            raise ConfigError(f"port base {self.base} out of range 1024..{65535 - STACK_PORTS}")
 
     toxiproxy = property(lambda s: s.base)
     client_router = property(lambda s: s.base + 1)
@@ -105,7 +106,7 @@ class PortPlan:
     decode_dist = property(lambda s: s.base + 13)
 
     def all(self) -> list[int]:
-        return list(range(self.base, self.base + 14))
+        return list(range(self.base, self.base + STACK_PORTS))
 
     def as_env(self) -> dict[str, str]:
         """``PDCHAOS_PORT_<NAME>`` for each port: what compose/stack.yaml reads."""

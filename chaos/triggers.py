@@ -13,14 +13,14 @@ from __future__ import annotations
 import operator
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from chaos.errors import TriggerTimeout
-from chaos.history import History, TriggerFired
+from chaos.history import History, Phase, TriggerFired
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
 
-__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "requests_done", "wait_for"]
+__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "quiet", "requests_done", "wait_for"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,17 @@ def gauge(source: str, metric: str) -> Signal:
     return Signal(source, metric)
 
 
+def quiet(gauges: Iterable[tuple[str, str]]) -> Condition:
+    """Holds once every gauge reads 0 in a sample taken after arming (a missing gauge is
+    not quiet): a fault's ``until``, heal once what it held has been let go."""
+    gauges = list(gauges)
+
+    def check(sampler: Sampler, since: float) -> tuple[bool, str]:
+        return sampler.is_quiet(gauges, since=since), ""
+
+    return Condition("quiet: " + ", ".join(f"{s}:{m}" for s, m in gauges), check)
+
+
 def bytes_crossed(proxy: str, direction: str = "upstream") -> Signal:
     """Bytes Toxiproxy forwarded on a link, ``upstream`` being client to server (the
     stack starts Toxiproxy with ``-proxy-metrics``)."""
@@ -88,7 +99,7 @@ def log_line(target: Target, service: str, pattern: str) -> Condition:
     return Condition(f"log line /{pattern}/ in {service}", check)
 
 
-def requests_done(history: History, n: int, *, phase: str | None = None) -> Condition:
+def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Condition:
     """Holds once ``n`` requests (of ``phase``) have completed successfully: "between rounds"."""
     from chaos.history import Outcome
 

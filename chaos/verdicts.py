@@ -13,22 +13,27 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from chaos.errors import PremiseNotMet
-from chaos.history import History, Op, Outcome, VerdictRecord
+from chaos.history import History, Op, Outcome, Phase, VerdictRecord
+from chaos.pipeline import Metric
 
 __all__ = [
     "Check",
+    "Since",
     "Status",
     "Verdict",
     "VerdictFailed",
     "context_grows",
     "counter_never_rises",
     "evaluate",
+    "ended_as",
     "every_request_terminal",
     "expect",
     "failed_requests_are_clean",
     "gauge_stays_at_most",
     "no_leak",
     "outcomes_in",
+    "raise_unless_passed",
+    "record",
     "recovers",
     "replies_match_baseline",
     "require",
@@ -38,6 +43,25 @@ __all__ = [
 ]
 
 SAMPLE_TOLERANCE_S = 0.25  # a gauge change is seen up to two 10 Hz samples late
+
+
+class Since(enum.StrEnum):
+    """The moment a bound's clock starts: the first fault's injection, the last heal, or the
+    moment the system went quiet (healed and no request open)."""
+
+    FAULT = "fault"
+    HEAL = "heal"
+    QUIET = "quiet"
+
+
+def _start(h: History, since: Since) -> float | None:
+    """When ``since`` happened in the history (None: it did not)."""
+    if since is Since.FAULT:
+        return h.first_fault_t()
+    heal = h.last_heal_t()
+    if since is Since.HEAL or heal is None:
+        return heal
+    return max([heal, *(o.complete.t for o in h.ops() if o.complete is not None)])
 
 
 class Status(enum.Enum):
@@ -73,14 +97,24 @@ def evaluate(history: History, checks: Iterable[Check]) -> list[Verdict]:
     return out
 
 
-def expect(history: History, *checks: Check) -> list[Verdict]:
-    """Judge the history; every verdict is recorded in it; raise unless all passed."""
-    verdicts = evaluate(history, checks)
+def record(history: History, verdicts: list[Verdict]) -> list[Verdict]:
+    """Write verdicts into the history (the report shows them from there)."""
     for verdict in verdicts:
         history.append(VerdictRecord(history.now(), verdict.name, verdict.status.value, verdict.message))
+    return verdicts
+
+
+def raise_unless_passed(verdicts: list[Verdict]) -> None:
+    """``VerdictFailed`` naming every verdict that failed or is unknown."""
     bad = [v for v in verdicts if v.status is not Status.PASS]
     if bad:
         raise VerdictFailed("\n".join(str(v) for v in bad))
+
+
+def expect(history: History, *checks: Check) -> list[Verdict]:
+    """Judge the history now; every verdict is recorded in it; raise unless all passed."""
+    verdicts = record(history, evaluate(history, checks))
+    raise_unless_passed(verdicts)
     return verdicts
 
 
@@ -107,11 +141,11 @@ def _op_label(op: Op) -> str:
     return f"{i.op}{who} ({i.path}, t={i.t:.2f}s)"
 
 
-def _scope(history: History, phase: str | None) -> list[Op]:
+def _scope(history: History, phase: Phase | None) -> list[Op]:
     return [op for op in history.ops() if phase is None or op.invoke.phase == phase]
 
 
-def every_request_terminal(*, within_s: float, phase: str | None = None) -> Check:
+def every_request_terminal(*, within_s: float, phase: Phase | None = None) -> Check:
     """Every request completed, each within ``within_s`` of its invoke."""
 
     @_named(f"every_request_terminal(within={within_s:g}s)")
@@ -132,11 +166,12 @@ def every_request_terminal(*, within_s: float, phase: str | None = None) -> Chec
     return check
 
 
-def failed_requests_are_clean(*, within_s: float | None = None, phase: str | None = None) -> Check:
+def failed_requests_are_clean(*, within_s: float | None = None, since: Since = Since.FAULT, phase: Phase | None = None) -> Check:
     """Every request that did not succeed failed cleanly (error status or SSE error/abort),
-    and, with ``within_s``, no later than that after the first fault (or its own invoke)."""
+    and, with ``within_s``, no later than that after ``since`` (or its own invoke, if later)."""
+    since = Since(since)
 
-    @_named("failed_requests_are_clean" + (f"(within={within_s:g}s)" if within_s else ""))
+    @_named("failed_requests_are_clean" + (f"(within={within_s:g}s of {since.value})" if within_s else ""))
     def check(h: History) -> Verdict:
         name = check.__name__
         ops = [o for o in _scope(h, phase) if o.complete is not None and o.outcome is not Outcome.OK]
@@ -144,12 +179,14 @@ def failed_requests_are_clean(*, within_s: float | None = None, phase: str | Non
         if unclean:
             ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value}: {o.complete.error[:120]}" for o in unclean[:5])  # type: ignore[union-attr]
             return Verdict(name, Status.FAIL, f"{len(unclean)} of {len(ops)} failures were not clean: {ev}")
-        if within_s is not None:
-            fault_t = h.first_fault_t() or 0.0
-            late = [o for o in ops if o.complete.t - max(o.invoke.t, fault_t) > within_s]  # type: ignore[union-attr]
+        if within_s is not None and ops:
+            start = _start(h, since)
+            if start is None:
+                return Verdict(name, Status.UNKNOWN, f"no {since.value} in the history to count {within_s:g}s from")
+            late = [o for o in ops if o.complete.t - max(o.invoke.t, start) > within_s]  # type: ignore[union-attr]
             if late:
                 ev = "; ".join(f"{_op_label(o)} failed at t={o.complete.t:.2f}s" for o in late[:5])  # type: ignore[union-attr]
-                return Verdict(name, Status.FAIL, f"{len(late)} clean failures came later than {within_s:g}s after the fault: {ev}")
+                return Verdict(name, Status.FAIL, f"{len(late)} clean failures came later than {within_s:g}s after the {since.value}: {ev}")
         return Verdict(name, Status.PASS, f"{len(ops)} failed requests, all clean" if ops else "no request failed")
 
 
@@ -160,50 +197,47 @@ def _increments(series: list[tuple[float, float]]) -> list[float]:
     return [t for (_, a), (t, b) in zip(series, series[1:]) if b > a]
 
 
-def watchdog_fired(name: str, *, source: str, counter: str, timeout_s: float, slack_s: float, since: str = "fault") -> Check:
+def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: float, since: Since = Since.FAULT) -> Check:
     """The failure counter a watchdog bumps rose within [T, T + slack] after the first fault
-    (``since="fault"``) or after the last heal (``since="heal"``: the watchdog's clock starts
+    (``Since.FAULT``) or after the last heal (``Since.HEAL``: the watchdog's clock starts
     when a healed service resumes work), T being ``timeout_s``: it fired, neither early nor late."""
-    after = {"fault": "the fault", "heal": "the heal"}[since]
+    since, (source, counter_name) = Since(since), counter
+    after = f"the {since.value}"
 
-    @_named(f"watchdog_fired({name}: {source}:{counter} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after {after})")
+    @_named(f"watchdog_fired({name}: {source}:{counter_name} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after {after})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ref = h.first_fault_t() if since == "fault" else h.last_heal_t()
-        series = h.counter_series(source, counter)
+        ref = _start(h, since)
+        series = h.counter_series(source, counter_name)
         if ref is None or not series:
             return Verdict(vname, Status.UNKNOWN, "no fault or no samples of the counter")
         lo, hi = ref + timeout_s - SAMPLE_TOLERANCE_S, ref + timeout_s + slack_s
         ups = [t for t in _increments(series) if t >= ref]
         hits = [t for t in ups if lo <= t <= hi]
         if hits:
-            return Verdict(vname, Status.PASS, f"{counter} rose {hits[0] - ref:.2f}s after {after}")
+            return Verdict(vname, Status.PASS, f"{counter_name} rose {hits[0] - ref:.2f}s after {after}")
         seen = ", ".join(f"{t - ref:+.2f}s" for t in ups[:6]) or "never"
         if series[-1][0] < hi:
             return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after {after}, before the window closes; rises seen: {seen}")
-        return Verdict(vname, Status.FAIL, f"{counter} on {source} did not rise inside the window; rises after {after}: {seen}")
+        return Verdict(vname, Status.FAIL, f"{counter_name} on {source} did not rise inside the window; rises after {after}: {seen}")
 
     return check
 
 
-def no_leak(*, gauges: list[tuple[str, str]], within_s: float, since: str = "heal") -> Check:
+def no_leak(*, gauges: Iterable[Metric | tuple[str, str]], within_s: float, since: Since = Since.HEAL) -> Check:
     """Each gauge returns to its pre-fault baseline (its lowest value before the first
-    fault) within ``within_s`` of the last heal
-    (``since="heal"``), of the moment the system went quiet: healed and no request open
-    (``since="quiet"``), for scenarios whose load goes on after the heal, or of the first
-    fault (``since="fault"``), for what must be let go while the fault still lasts."""
+    fault) within ``within_s`` of the last heal (``Since.HEAL``), of the moment the system
+    went quiet (``Since.QUIET``), for scenarios whose load goes on after the heal, or of the
+    first fault (``Since.FAULT``), for what must be let go while the fault still lasts."""
+    since, gauges = Since(since), [Metric(*g) for g in gauges]
 
-    @_named(f"no_leak(within={within_s:g}s of {since})")
+    @_named(f"no_leak(within={within_s:g}s of {since.value})")
     def check(h: History) -> Verdict:
         vname = check.__name__
         inject, heal = h.first_fault_t(), h.last_heal_t()
         if inject is None or heal is None:
             return Verdict(vname, Status.UNKNOWN, "no healed fault in the history")
-        if since == "quiet":
-            ends = [o.complete.t for o in h.ops() if o.complete is not None]
-            heal = max([heal, *ends])
-        elif since == "fault":
-            heal = inject
+        heal = _start(h, since)
         problems, unknown, notes = [], [], []
         for source, metric in gauges:
             series = h.series(source, metric)
@@ -251,7 +285,7 @@ def recovers(*, within_s: float) -> Check:
     return check
 
 
-def replies_match_baseline(*, baseline_phase: str = "baseline") -> Check:
+def replies_match_baseline(*, baseline_phase: Phase = Phase.BASELINE) -> Check:
     """Every successful reply equals the fault-free baseline's reply to the same context."""
 
     @_named("replies_match_baseline")
@@ -300,9 +334,10 @@ def context_grows() -> Check:
     return check
 
 
-def gauge_stays_at_most(source: str, metric: str, limit: float, *, why: str = "") -> Check:
+def gauge_stays_at_most(gauge: Metric, limit: float, *, why: str = "") -> Check:
     """A gauge never exceeds ``limit`` anywhere in the history (e.g. a healthy worker's
     circuit breaker stays closed)."""
+    source, metric = gauge
 
     @_named(f"gauge_stays_at_most({source}:{metric} <= {limit:g}{': ' + why if why else ''})")
     def check(h: History) -> Verdict:
@@ -319,34 +354,35 @@ def gauge_stays_at_most(source: str, metric: str, limit: float, *, why: str = ""
     return check
 
 
-def counter_never_rises(source: str, counter: str, *, why: str = "") -> Check:
+def counter_never_rises(counter: Metric, *, why: str = "") -> Check:
     """A failure counter stays flat for the whole test: slow was not taken for stuck."""
+    source, counter_name = counter
 
-    @_named(f"counter_never_rises({source}:{counter}{': ' + why if why else ''})")
+    @_named(f"counter_never_rises({source}:{counter_name}{': ' + why if why else ''})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        series = h.counter_series(source, counter)
+        series = h.counter_series(source, counter_name)
         if len(series) < 2:
-            return Verdict(vname, Status.UNKNOWN, f"too few samples of {source}:{counter}")
+            return Verdict(vname, Status.UNKNOWN, f"too few samples of {source}:{counter_name}")
         ups = _increments(series)
         if ups:
             ref = h.first_fault_t() or 0.0
-            return Verdict(vname, Status.FAIL, f"{counter} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault")
-        return Verdict(vname, Status.PASS, f"{counter} stayed at {series[-1][1]:g}")
+            return Verdict(vname, Status.FAIL, f"{counter_name} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault")
+        return Verdict(vname, Status.PASS, f"{counter_name} stayed at {series[-1][1]:g}")
 
     return check
 
 
-def requests_affected(*, phase: str, why: str) -> Check:
+def requests_affected(*, phase: Phase, why: str) -> Check:
     """Premise: the fault reached at least one request of ``phase`` (one did not succeed).
     When every request succeeded, the fault landed after they were done: unknown."""
 
-    @_named(f"requests_affected({phase})")
+    @_named(f"requests_affected({Phase(phase).value})")
     def check(h: History) -> Verdict:
         vname = check.__name__
         ops = [o for o in _scope(h, phase) if o.complete is not None]
         if not ops:
-            return Verdict(vname, Status.UNKNOWN, f"no request of phase {phase!r} completed")
+            return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} completed")
         hit = [o for o in ops if o.outcome is not Outcome.OK]
         if not hit:
             return Verdict(vname, Status.UNKNOWN, f"all {len(ops)} requests succeeded: the fault came too late for its premise ({why})")
@@ -355,7 +391,27 @@ def requests_affected(*, phase: str, why: str) -> Check:
     return check
 
 
-def outcomes_in(allowed: set[Outcome], *, phase: str | None = None) -> Check:
+def ended_as(outcome: Outcome, *, phase: Phase, why: str) -> Check:
+    """Premise: every request of ``phase`` ended as ``outcome`` (e.g. each abandoned request
+    was still in flight when its client gave up, not refused up front). Otherwise the
+    scenario did not do what it meant to: unknown."""
+
+    @_named(f"ended_as({outcome.value}, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = [o for o in _scope(h, phase) if o.complete is not None]
+        if not ops:
+            return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} completed")
+        other = [o for o in ops if o.outcome is not outcome]
+        if other:
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in other[:3])  # type: ignore[union-attr]
+            return Verdict(vname, Status.UNKNOWN, f"{len(other)} of {len(ops)} did not ({why}): {ev}")
+        return Verdict(vname, Status.PASS, f"all {len(ops)} ended {outcome.value}")
+
+    return check
+
+
+def outcomes_in(allowed: set[Outcome], *, phase: Phase | None = None) -> Check:
     """Every request that did not succeed ended in one of ``allowed`` (e.g. a proxy fault
     may cut streams: truncated is then expected, a hang never is)."""
     names = ", ".join(sorted(o.value for o in allowed))

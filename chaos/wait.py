@@ -9,9 +9,12 @@ from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_res
 
 from chaos.errors import TargetError
 
-__all__ = ["wait_until", "http_ok"]
+__all__ = ["HTTP_CALL_S", "STATE_CHANGE_S", "http_ok", "wait_until"]
 
 T = TypeVar("T")
+
+STATE_CHANGE_S = 5.0  # how long a signalled process or container may take to reach its new state
+HTTP_CALL_S = 5.0  # one call of the rig's own to a service (a model list, a warm-up request)
 
 _TRANSIENT = (httpx.HTTPError, OSError, ValueError)
 

@@ -13,34 +13,32 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath
+from chaos.client import Deadlines
+from chaos.history import Phase
+from chaos.pipeline import ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_control")]
 
 
-def test_handshake_blackholed(stack, history, sampler, workload, faults, bounds):
+def test_handshake_blackholed(scenario, workload, faults, bounds):
     deadlines = Deadlines(read_s=bounds.waiting_s + 2 * bounds.slack_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
-    with faults.blackhole("control", stream="upstream"):
-        workload.conversations(agents=3, rounds=1, deadlines=deadlines, phase="fault").run()
-    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
-    v.expect(
-        history,
-        v.every_request_terminal(within_s=deadlines.total_s + 1),
+    scenario.judge(
+        v.every_request_terminal(within_s=deadlines.ends_within_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
-        v.watchdog_fired("prefill bootstrap", source="prefill", counter="num_bootstrap_failed_reqs_total", timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s),
-        *after,
+        v.watchdog_fired("prefill bootstrap", PREFILL_BOOTSTRAP_FAILED, timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s),
     )
+    with faults.blackhole("control", stream="upstream"):
+        workload.conversations(agents=3, rounds=1, deadlines=deadlines, phase=Phase.FAULT).run()
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
-def test_handshake_slowed_is_not_stuck(stack, history, sampler, workload, faults, bounds):
-    workload.conversations(agents=2, rounds=2, phase="baseline").run()
-    with faults.latency("control", 400, stream="upstream"):  # well under the bootstrap timeout
-        workload.conversations(agents=2, rounds=2, phase="fault").run()
-    v.expect(
-        history,
+def test_handshake_slowed_is_not_stuck(scenario, workload, faults, bounds):
+    scenario.baseline(agents=2, rounds=2)
+    scenario.judge(
         v.every_request_terminal(within_s=bounds.bootstrap_s + bounds.slack_s),
         v.outcomes_in(set()),
-        v.counter_never_rises("prefill", "num_bootstrap_failed_reqs_total", why="slow is not stuck"),
+        v.counter_never_rises(PREFILL_BOOTSTRAP_FAILED, why="slow is not stuck"),
         v.replies_match_baseline(),
     )
+    with faults.latency("control", 400, stream="upstream"):  # well under the bootstrap timeout
+        workload.conversations(agents=2, rounds=2, phase=Phase.FAULT).run()

@@ -8,11 +8,10 @@ to the same context in a sequential, fault-free baseline.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
 from chaos import verdicts as v
+from chaos.history import Phase
 
 pytestmark = [pytest.mark.fault("load")]
 
@@ -21,10 +20,9 @@ def _body(workload, i: int) -> dict:
     return workload.chat(f"canary {i}: " + "quartz " * (i % 7), max_tokens=12, ignore_eos=True)
 
 
-def test_concurrent_replies_equal_their_sequential_baseline(stack, history, workload):
+def test_concurrent_replies_equal_their_sequential_baseline(scenario, workload):
     n = 32
+    scenario.judge(v.outcomes_in(set()), v.replies_match_baseline())
     for i in range(n):
-        workload.request("/v1/chat/completions", _body(workload, i), phase="baseline")
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        list(pool.map(lambda i: workload.request("/v1/chat/completions", _body(workload, i), phase="concurrent"), range(n), timeout=60))
-    v.expect(history, v.outcomes_in(set()), v.replies_match_baseline())
+        workload.request("/v1/chat/completions", _body(workload, i), phase=Phase.BASELINE)
+    workload.background([_body(workload, i) for i in range(n)], phase=Phase.FAULT).join()

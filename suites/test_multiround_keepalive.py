@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Outcome
+from chaos.client import Deadlines
+from chaos.history import Outcome, Phase
 from chaos.triggers import requests_done
-from chaos.workloads import Deadlines
 
 pytestmark = [pytest.mark.fault("network")]
 
@@ -30,36 +30,36 @@ def _talk_holds(bounds, *, failures: set[Outcome]) -> list[v.Check]:
     """What every conversation here must show: rounds end in time, only the allowed
     failures, prompts growing every round, replies equal to the baseline's."""
     return [
-        v.every_request_terminal(within_s=_deadlines(bounds).total_s + 1),
+        v.every_request_terminal(within_s=_deadlines(bounds).ends_within_s),
         v.outcomes_in(failures),
         v.context_grows(),
         v.replies_match_baseline(),
     ]
 
 
-def test_clean_conversations(stack, history, workload, bounds):
-    workload.conversations(**TALK, phase="baseline").run()
-    workload.conversations(**TALK, deadlines=_deadlines(bounds), phase="clean").run()
-    v.expect(history, *_talk_holds(bounds, failures=set()))
+def test_clean_conversations(scenario, workload, bounds):
+    scenario.baseline(**TALK)
+    scenario.judge(*_talk_holds(bounds, failures=set()))
+    workload.conversations(**TALK, deadlines=_deadlines(bounds), phase=Phase.AFTER).run()
 
 
 @pytest.mark.needs("proxied_client")
-def test_keepalive_connections_reset_between_rounds(stack, history, sampler, workload, faults, bounds):
+def test_keepalive_connections_reset_between_rounds(scenario, history, workload, faults, bounds):
     """Toxiproxy drops every open connection (proxy down, then up) while agents are between
     rounds; their next round must go out on a fresh connection and succeed."""
-    workload.conversations(**TALK, phase="baseline").run()
+    scenario.baseline(**TALK)
+    scenario.judge(*_talk_holds(bounds, failures={Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}), v.recovers(within_s=bounds.recovery_s))
     retry_cut = frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED})
-    convo = workload.conversations(**TALK, deadlines=_deadlines(bounds), retries=6, retry_on=retry_cut, phase="fault").start()
-    with faults.down("client_router", when=requests_done(history, 6, phase="fault")):
+    convo = workload.conversations(**TALK, deadlines=_deadlines(bounds), retries=6, retry_on=retry_cut, phase=Phase.FAULT).start()
+    with faults.down("client_router", when=requests_done(history, 6, phase=Phase.FAULT)):
         pass  # every keep-alive connection is closed under the agents, mid-conversation
     convo.join()
-    v.expect(history, *_talk_holds(bounds, failures={Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}), v.recovers(within_s=bounds.recovery_s))
 
 
 @pytest.mark.needs("proxied_client")
-def test_latency_during_rounds(stack, history, sampler, workload, faults, bounds):
-    workload.conversations(**TALK, phase="baseline").run()
+def test_latency_during_rounds(scenario, workload, faults, bounds):
+    scenario.baseline(**TALK)
+    scenario.judge(*_talk_holds(bounds, failures=set()))
     with faults.latency("client_router", 300):
-        workload.conversations(**TALK, deadlines=_deadlines(bounds), phase="fault").run()
+        workload.conversations(**TALK, deadlines=_deadlines(bounds), phase=Phase.FAULT).run()
     workload.probe_until_ok(within_s=bounds.recovery_s)
-    v.expect(history, *_talk_holds(bounds, failures=set()))

@@ -19,11 +19,12 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.triggers import gauge
-from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES, ROUTER_INFLIGHT, aftermath, requests_at
+from chaos.client import Deadlines
+from chaos.history import Phase
+from chaos.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.triggers import gauge, quiet
 
-DECODE_QUEUES = [q for q in ENGINE_QUEUES if q[0] == "decode"]
+DECODE_QUEUES = tuple(q for q in ENGINE_QUEUES if q.source == "decode")
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
@@ -36,23 +37,19 @@ def _deadlines(bounds) -> Deadlines:
 
 
 @pytest.mark.needs("live_queue_gauges", "transfer_window")  # its trigger acts inside the transfer; its oracle is decode's queues
-def test_prefill_killed_while_decode_waits(stack, history, sampler, workload, faults, bounds):
-    t = stack.info.config["timeouts"]
-    interval, misses = t["heartbeat_interval_s"], t["heartbeat_max_failure"]
-    convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase="fault").start()
-    with faults.kill("prefill", when=gauge("decode", "num_decode_transfer_queue_reqs") > 0):
-        sampler.wait_quiet([("decode", "num_decode_transfer_queue_reqs")], within_s=bounds.heartbeat_detect_s)
-    convo.join()
-    v.require(history, v.requests_affected(phase="fault", why="decode waiting for KV when prefill died"))
-    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s + 1)
-    v.expect(
-        history,
+def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
+    scenario.judge(
         v.every_request_terminal(within_s=bounds.router_timeout_s),
         v.failed_requests_are_clean(),
         # at the latest, rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
-        v.no_leak(gauges=DECODE_QUEUES, within_s=interval * misses + HEARTBEAT_SLACK_S, since="fault"),
-        *after,
+        v.no_leak(gauges=DECODE_QUEUES, within_s=bounds.heartbeat_interval_s * bounds.heartbeat_max_failure + HEARTBEAT_SLACK_S, since=v.Since.FAULT),
     )
+    convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
+    with faults.kill("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) > 0, until=quiet([DECODE_TRANSFER_QUEUE]), hold_s=bounds.heartbeat_detect_s):
+        pass  # prefill stays down until decode let go of the rooms (or the detection bound passed)
+    convo.join()
+    scenario.require(v.requests_affected(phase=Phase.FAULT, why="decode waiting for KV when prefill died"))
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
 @pytest.mark.xfail(
@@ -66,33 +63,22 @@ def test_prefill_killed_while_decode_waits(stack, history, sampler, workload, fa
     "failed_requests_are_clean lists client_timeout with no first byte for every agent, on pdsim and on "
     "real SGLang alike.",
 )
-def test_prefill_frozen_then_thawed(stack, history, sampler, workload, faults, bounds):
+def test_prefill_frozen_then_thawed(scenario, workload, faults, bounds):
     # Prefill is frozen first, so decode is sure to wait for KV that cannot come, on any
     # engine however fast; smg counting every request at the decode worker is the premise.
-    at_decode = requests_at(stack, "decode")
-    with faults.freeze("prefill"):
-        convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase="fault").start()
+    scenario.judge(v.every_request_terminal(within_s=bounds.router_timeout_s), v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s))
+    at_decode = scenario.requests_at("decode")
+    with faults.freeze("prefill", until=quiet([(at_decode.source, at_decode.metric)]), hold_s=bounds.waiting_s + 2 * bounds.slack_s):
+        convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
         faults.wait(at_decode >= LONG["agents"], deadline_s=bounds.recovery_s)
-        sampler.wait_quiet([(at_decode.source, at_decode.metric)], within_s=bounds.waiting_s + 2 * bounds.slack_s)
     convo.join()
-    v.require(history, v.requests_affected(phase="fault", why="decode waiting for KV while prefill is frozen past the waiting timeout"))
-    after = aftermath(workload, sampler, bounds, gauges=ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s)
-    v.expect(
-        history,
-        v.every_request_terminal(within_s=bounds.router_timeout_s),
-        v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
-        *after,
-    )
+    scenario.require(v.requests_affected(phase=Phase.FAULT, why="decode waiting for KV while prefill is frozen past the waiting timeout"))
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s)
 
 
-def test_decode_picks_up_a_restarted_prefill(stack, history, sampler, workload, faults, bounds):
-    workload.conversations(agents=2, rounds=2, phase="baseline").run()
+def test_decode_picks_up_a_restarted_prefill(scenario, workload, faults, bounds):
+    scenario.baseline(agents=2, rounds=2)
+    scenario.judge(v.recovers(within_s=bounds.recovery_s), v.outcomes_in(set()), v.replies_match_baseline())
     with faults.restart("prefill"):  # quicker than the heartbeat can notice
         pass
-    workload.conversations(agents=2, rounds=2, deadlines=_deadlines(bounds), phase="after").run()
-    v.expect(
-        history,
-        v.recovers(within_s=bounds.recovery_s),
-        v.outcomes_in(set()),
-        v.replies_match_baseline(),
-    )
+    workload.conversations(agents=2, rounds=2, deadlines=_deadlines(bounds), phase=Phase.AFTER).run()

@@ -12,26 +12,19 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Outcome
+from chaos.client import Deadlines
+from chaos.history import Outcome, Phase
+from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.triggers import gauge
-from chaos.workloads import Deadlines
-from suites.conftest import ENGINE_QUEUES
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
 
-def test_router_killed_under_load(stack, history, sampler, workload, faults, bounds):
+def test_router_killed_under_load(scenario, workload, faults, bounds):
     deadlines = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.slack_s * 2, total_s=bounds.router_timeout_s)
-    convo = workload.conversations(agents=4, rounds=3, words_per_round=200, max_tokens=60, deadlines=deadlines, retries=8, phase="fault").start()
-    with faults.kill("router", when=gauge("router", "smg_worker_requests_active") > 0):
+    scenario.judge(v.every_request_terminal(within_s=deadlines.ends_within_s), v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.CLEAN_ERROR}))
+    convo = workload.conversations(agents=4, rounds=3, words_per_round=200, max_tokens=60, deadlines=deadlines, retries=8, phase=Phase.FAULT).start()
+    with faults.kill("router", when=gauge(*ROUTER_INFLIGHT[0]) > 0):
         pass  # leaving the block restarts smg and waits for its readiness
     convo.join()
-    workload.probe_until_ok(within_s=bounds.recovery_s)
-    sampler.wait_quiet(ENGINE_QUEUES, within_s=bounds.slack_s + 1)
-    v.expect(
-        history,
-        v.every_request_terminal(within_s=deadlines.total_s + 1),
-        v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.CLEAN_ERROR}),
-        v.no_leak(gauges=ENGINE_QUEUES, within_s=bounds.slack_s + 1, since="quiet"),
-        v.recovers(within_s=bounds.recovery_s),
-    )
+    scenario.settle(ENGINE_QUEUES, within_s=bounds.quiet_s)  # the restarted router's own gauges start afresh

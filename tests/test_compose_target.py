@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from chaos.tools import REPO_ROOT
+from tests.ports import port_base
 from tests.dockerhost import engine_or_skip, project_containers
 
 PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
@@ -71,10 +72,10 @@ def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconf
     target; a greedy request gets through smg and Toxiproxy; nothing is left."""
     import httpx
 
-    from chaos.plugin import StackFactory
+    from chaos.stack_factory import StackFactory
     from chaos.targets.registry import TargetChoice
 
-    factory = StackFactory(TargetChoice("compose-sglang-cpu"), pytestconfig.getoption("--port-base") + 7000, tmp_path)
+    factory = StackFactory(TargetChoice("compose-sglang-cpu"), port_base(pytestconfig, "compose_sglang"), tmp_path)
     stack = factory.start()
     project = f"pdchaos-{stack.info.port_base}"
     try:

@@ -17,7 +17,7 @@ from chaos.triggers import bytes_crossed, gauge, log_line
 
 
 def phases(history) -> list[str]:
-    return [f.phase for f in history.faults()]
+    return [f.stage.value for f in history.faults()]
 
 
 class NoOpKill(Kill):
@@ -87,7 +87,7 @@ def test_toxic_is_healed_after_sigint(stack, faults):
 def test_network_faults_verify_their_effect_and_heal(stack, faults, history, make, evidence):
     with make(faults):
         pass
-    verified = next(f for f in history.faults() if f.phase == "verified")
+    verified = next(f for f in history.faults() if f.stage == "verified")
     assert re.search(evidence, verified.evidence), verified.evidence
     assert all(p.toxics == () and p.enabled for p in faults.toxiproxy.proxies().values())
 

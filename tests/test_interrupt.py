@@ -16,6 +16,7 @@ from chaos.ports import PortAllocator
 from chaos.procs import alive
 from chaos.tools import REPO_ROOT
 from chaos.wait import wait_until
+from tests.ports import port_base
 from tests.dockerhost import engine_or_skip, project_containers
 
 SCENARIO = "suites/test_kv_link.py::test_slow_kv_link_is_not_stuck"
@@ -55,7 +56,7 @@ def _stack_pids(tmp_path: Path) -> list[int]:
 
 @pytest.fixture
 def base(pytestconfig) -> int:
-    return PortAllocator(pytestconfig.getoption("--port-base") + 4000).next_base()
+    return PortAllocator(port_base(pytestconfig, "interrupt")).next_base()
 
 
 @pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT), (signal.SIGTERM,)], ids=["ctrl-c", "ctrl-c-twice", "sigterm"])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from chaos.mutants import MutantResult, parse_junit, matrix_ok, to_json, to_markdown
+from chaos.mutants import MutantResult, matrix_ok, parse_junit, to_json, to_markdown
+from tests.ports import port_base
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="3">
@@ -57,7 +58,7 @@ def test_known_issue(steady):
 """
 
 
-def test_only_a_failed_verdict_kills_a_defect(tmp_path):
+def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     """A defect that only breaks the rig, or leaves a verdict unknown, is not killed; the
     report shows the call-phase rig error as an error, and the JSON names the killing verdict."""
     from chaos.mutants import _run_one
@@ -66,7 +67,7 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path):
     suite = tmp_path / "test_rig_suite.py"
     suite.write_text(RIG_SUITE)
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
-    runs = {d: _run_one(d, port_base=41000, out_dir=tmp_path / "out", suites=str(suite), extra_args=["--rootdir", str(tmp_path)], timeout_s=120) for d in ("breaks_the_rig", "only_unknown", "breaks_a_verdict", "xfail_setup_breaks")}
+    runs = {d: _run_one(d, port_base=port_base(pytestconfig, "mutants"), out_dir=tmp_path / "out", suites=str(suite), extra_args=["--rootdir", str(tmp_path)], timeout_s=120) for d in ("breaks_the_rig", "only_unknown", "breaks_a_verdict", "xfail_setup_breaks")}
     rig, unknown, real = runs["breaks_the_rig"], runs["only_unknown"], runs["breaks_a_verdict"]
     assert not rig.killed and rig.state.startswith("not killed (rig error: TriggerTimeout: the trigger never fired")
     assert not unknown.killed and "[UNKNOWN] every_request_terminal" in unknown.state

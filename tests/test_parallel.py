@@ -11,6 +11,7 @@ from pathlib import Path
 
 from chaos.mutants import parse_junit
 from chaos.tools import REPO_ROOT
+from tests.ports import port_base
 
 SELECTION = ["suites/test_proxy_wedge.py", "suites/test_kv_link.py::test_kv_link_down_fails_both_legs_at_once", "suites/test_prefill_crash.py::test_decode_picks_up_a_restarted_prefill"]
 
@@ -33,7 +34,7 @@ def _run(tmp_path: Path, name: str, port_base: int, *extra: str) -> tuple[dict[s
 
 
 def test_two_workers_agree_with_a_serial_run(tmp_path, pytestconfig):
-    base = pytestconfig.getoption("--port-base") + 5000
+    base = port_base(pytestconfig, "parallel")
     serial, serial_stacks = _run(tmp_path, "serial", base)
     parallel, parallel_stacks = _run(tmp_path, "parallel", base + 1000, "-n", "2")
     assert parallel == serial and len(serial) == 6

@@ -9,7 +9,7 @@ from chaos.history import Complete, FaultEvent, History, Invoke, LogEvent, Outco
 from chaos.reports import render_timeline, where_stuck
 from chaos.reports.logs import LogCursor, capture_logs
 from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
-from chaos.workloads import Deadlines
+from chaos.client import Deadlines
 
 
 def _op(h: History, op: str, outcome: Outcome | None, t1: float = 5.0) -> None:
@@ -85,7 +85,7 @@ def test_real_sglang_lines_join_by_routing_key():
     """SGLang 0.5.23 logs the routing_key smg forwards from x-smg-routing-key on its Receive:
     and Finish: lines: that joins them to the client's op. An open request is in the
     engine at a stage SGLang does not log; a Finish with reason abort is aborted."""
-    from chaos.reports.stuck import DECODE_UNSTAGED, PREFILL_UNSTAGED
+    from chaos.pipeline import DECODE_UNSTAGED, PREFILL_UNSTAGED
 
     def line(kind: str, rid: str, key: str, reason: str = "length") -> str:
         out = f", out={{'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': '{reason}', 'message': 'x'}}}}}}" if kind == "Finish" else ""

@@ -16,10 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
-from chaos.plugin import StackFactory
+from chaos.stack_factory import StackFactory
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
 from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
+from tests.ports import port_base
 
 pytestmark = pytest.mark.skipif(not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
 
@@ -55,7 +56,7 @@ def reference_output_ids(prompts: list[str]) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def sglang_stack(pytestconfig, tmp_path_factory):
     """One real-SGLang stack for the module, in the session's cleanup ledger like any other."""
-    factory = StackFactory(TargetChoice("sglang-cpu"), pytestconfig.getoption("--port-base") + 6000, tmp_path_factory.mktemp("sglang"))
+    factory = StackFactory(TargetChoice("sglang-cpu"), port_base(pytestconfig, "sglang"), tmp_path_factory.mktemp("sglang"))
     try:
         yield factory.start()
     finally:
@@ -68,7 +69,7 @@ def test_pdsim_conforms_to_real_sglang(sglang_stack, pytestconfig, tmp_path):
     First in this module, so that the real stack is as fresh as the pdsim one."""
     from chaos.conform import diff, observe
 
-    factory = StackFactory(TargetChoice("embedded"), pytestconfig.getoption("--port-base") + 6100, tmp_path)
+    factory = StackFactory(TargetChoice("embedded"), port_base(pytestconfig, "sglang_embedded"), tmp_path)
     try:
         pdsim = observe(factory.start().info)
     finally:
@@ -153,9 +154,10 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     from chaos.history import History
     from chaos.reports import where_stuck
     from chaos.reports.logs import LogCursor, capture_logs
-    from chaos.reports.stuck import DECODE_UNSTAGED
+    from chaos.pipeline import DECODE_UNSTAGED
     from chaos.sampler import Sampler, metrics_urls
-    from chaos.workloads import Deadlines, Workload
+    from chaos.client import Deadlines
+    from chaos.workloads import Workload
 
     history = History()
     workload = Workload(sglang_stack.info.endpoints["client"], history, seed=7, model=MODEL_NAME, deadlines=Deadlines(stall_s=8, total_s=8))

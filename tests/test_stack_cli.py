@@ -15,13 +15,14 @@ import pytest
 from chaos.ports import PortAllocator
 from chaos.procs import alive
 from chaos.stack import PortPlan
+from tests.ports import port_base
 
 PDCHAOS = [sys.executable, "-m", "chaos.cli"]
 
 
 @pytest.fixture
 def cli(tmp_path, pytestconfig):
-    base = PortAllocator(pytestconfig.getoption("--port-base") + 3000).next_base()
+    base = PortAllocator(port_base(pytestconfig, "stack_cli")).next_base()
     state = tmp_path / "state"
 
     def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:

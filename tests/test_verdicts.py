@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
+from chaos.pipeline import Metric
 from chaos.history import Complete, FaultEvent, History, Invoke, Outcome, Sample
 
 
@@ -58,7 +59,7 @@ def test_failed_requests_are_clean(bad):
 
 
 def test_watchdog_fired():
-    check = v.watchdog_fired("inflight", source="prefill", counter="fails", timeout_s=4, slack_s=1)
+    check = v.watchdog_fired("inflight", Metric("prefill", "fails"), timeout_s=4, slack_s=1)
     on_time, never, early = History(), History(), History()
     for h, rise in ((on_time, 5.3), (never, None), (early, 2.0)):
         fault(h, 1.0, 1.5)
@@ -158,7 +159,7 @@ def test_history_round_trips_through_jsonl(tmp_path):
 
 
 def test_gauge_stays_at_most():
-    check = v.gauge_stays_at_most("router", "cb_state", 0)
+    check = v.gauge_stays_at_most(Metric("router", "cb_state"), 0)
     closed, opened = History(), History()
     series(closed, "router", "cb_state", [(0.1, 0), (0.2, 0)])
     series(opened, "router", "cb_state", [(0.1, 0), (0.2, 1), (0.3, 1)])
@@ -168,7 +169,7 @@ def test_gauge_stays_at_most():
 
 
 def test_counter_never_rises():
-    check = v.counter_never_rises("decode", "fails")
+    check = v.counter_never_rises(Metric("decode", "fails"))
     flat, rose = History(), History()
     series(flat, "decode", "fails", [(0.1, 2), (0.2, 2)])
     series(rose, "decode", "fails", [(0.1, 2), (0.2, 3)])
@@ -218,15 +219,15 @@ def test_a_counter_created_at_its_first_increment_rises_from_zero():
         h.append(Sample(t, "prefill", {"num_running_reqs": 0.0}))
     h.append(Sample(4.1, "prefill", {"num_running_reqs": 0.0, "num_bootstrap_failed_reqs_total": 1.0}))
     h.append(Sample(6.0, "prefill", {"num_running_reqs": 0.0, "num_bootstrap_failed_reqs_total": 1.0}))
-    fired = v.watchdog_fired("bootstrap", source="prefill", counter="num_bootstrap_failed_reqs_total", timeout_s=3.0, slack_s=1.5)
+    fired = v.watchdog_fired("bootstrap", Metric("prefill", "num_bootstrap_failed_reqs_total"), timeout_s=3.0, slack_s=1.5)
     assert status(fired, h) is v.Status.PASS
-    assert status(v.counter_never_rises("prefill", "num_bootstrap_failed_reqs_total"), h) is v.Status.FAIL
+    assert status(v.counter_never_rises(Metric("prefill", "num_bootstrap_failed_reqs_total")), h) is v.Status.FAIL
     never = History()  # the engine answered every scrape and never created the counter: no failure
     fault(never, 1.0, 1.5)
     for t in (0.5, 2.0, 9.0):
         never.append(Sample(t, "prefill", {"num_running_reqs": 0.0}))
-    assert status(fired, never) is v.Status.FAIL and status(v.counter_never_rises("prefill", "num_bootstrap_failed_reqs_total"), never) is v.Status.PASS
-    other = v.counter_never_rises("prefill", "some_other_counter_total")  # not known to be created lazily
+    assert status(fired, never) is v.Status.FAIL and status(v.counter_never_rises(Metric("prefill", "num_bootstrap_failed_reqs_total")), never) is v.Status.PASS
+    other = v.counter_never_rises(Metric("prefill", "some_other_counter_total"))  # not known to be created lazily
     assert status(other, never) is v.Status.UNKNOWN
     silent = History()  # the engine never answered: nothing is known
     fault(silent, 1.0, 1.5)

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
-from chaos.history import Chunk, History, Outcome
+from chaos.history import Chunk, History, Outcome, Phase
 from chaos.toxiproxy import Toxic
-from chaos.workloads import Deadlines, Workload
+from chaos.client import Deadlines
+from chaos.workloads import Workload
 
 MODEL = "pdsim/deterministic-1"
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "ignore_eos": True}
@@ -23,7 +24,7 @@ LONG = {**CHAT, "max_tokens": 300, "stream": True}  # about 3 s of tokens
 def test_ok(workload, path, body, stream):
     usage = {"stream_options": {"include_usage": True}} if stream and "messages" in body else {}
     reply = workload.request(path, {**body, "stream": stream, **usage})
-    assert reply.outcome is Outcome.OK and reply.text and reply.completion_tokens == 4
+    assert reply.outcome is Outcome.OK and reply.reply and reply.completion_tokens == 4
 
 
 def test_error_status_is_a_clean_error(workload):
@@ -80,14 +81,14 @@ def test_silence_inside_an_open_stream_is_stalled(stack, workload, faults, histo
 
 
 def test_conversations_grow_their_context_and_are_reproducible(workload, history):
-    first = workload.conversations(agents=2, rounds=3, max_tokens=4, phase="a").run()
-    second = workload.conversations(agents=2, rounds=3, max_tokens=4, phase="b").run()
+    first = workload.conversations(agents=2, rounds=3, max_tokens=4, phase=Phase.BASELINE).run()
+    second = workload.conversations(agents=2, rounds=3, max_tokens=4, phase=Phase.AFTER).run()
     for agent, replies in first.items():
         assert [r.outcome for r in replies] == [Outcome.OK] * 3
         tokens = [r.prompt_tokens for r in replies]
         assert tokens == sorted(tokens) and len(set(tokens)) == 3
-        assert [r.text for r in replies] == [r.text for r in second[agent]]  # same seed, same talk
-    assert first["agent0"][0].text != first["agent1"][0].text
+        assert [r.reply for r in replies] == [r.reply for r in second[agent]]  # same seed, same talk
+    assert first["agent0"][0].reply != first["agent1"][0].reply
 
 
 @pytest.mark.parametrize("stream", [True, False])

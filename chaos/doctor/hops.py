@@ -17,33 +17,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos.reports.stuck import BEFORE_ROUTER  # one name for that location, in stuck.md and here
-from chaos.reports.stuck import HOPS as STUCK_HOPS  # the whole pipeline's order, log-only hops included
+from chaos.pipeline import BEFORE_ROUTER, PIPELINE, Hop
+from chaos.pipeline import HOPS as PIPELINE_ORDER  # log-only hops included
 
 __all__ = ["BEFORE_ROUTER", "HOPS", "Diagnosis", "Hop", "HopStats", "diagnose", "hop_stats"]
 
 Series = list[tuple[float, float]]
 
 
-@dataclass(frozen=True)
-class Hop:
-    name: str
-    source: str  # sampler source: router | prefill | decode
-    gauge: str
-    progress: tuple[str, ...]  # counters on the same source that move when requests leave the hop
-
-
-_PREFILL_OUT = ("prompt_tokens_total", "num_requests_total", "num_bootstrap_failed_reqs_total", "num_transfer_failed_reqs_total", "num_aborted_requests_total")
-_DECODE_OUT = ("generation_tokens_total", "num_requests_total", "num_bootstrap_failed_reqs_total", "num_transfer_failed_reqs_total", "num_aborted_requests_total")
-HOPS = (
-    Hop("router", "router", "smg_worker_requests_active", ("smg_router_request_duration_seconds_count", "smg_http_responses_total")),
-    Hop("prefill bootstrap", "prefill", "num_prefill_bootstrap_queue_reqs", _PREFILL_OUT),
-    Hop("prefill inflight", "prefill", "num_prefill_inflight_queue_reqs", _PREFILL_OUT),
-    Hop("decode prealloc", "decode", "num_decode_prealloc_queue_reqs", _DECODE_OUT),
-    Hop("decode transfer", "decode", "num_decode_transfer_queue_reqs", _DECODE_OUT),
-    Hop("decode running", "decode", "num_running_reqs", _DECODE_OUT),
-)
-ENGINE_HOPS = tuple(h.name for h in HOPS if h.source != "router")
+HOPS = tuple(h for h in PIPELINE if h.gauge is not None)  # the hops a gauge counts
+ENGINE_HOPS = tuple(h.name for h in HOPS if h.service != "router")
 NO_PROBLEM = "no problem found"
 COARSE_PERIOD_S = 3.0
 
@@ -91,7 +74,7 @@ def coarse_pinned_share(series: Series, period_s: float = COARSE_PERIOD_S, step_
 
 
 def hop_stats(hop: Hop, gauge: Series, counters: dict[str, Series]) -> HopStats:
-    st = HopStats(hop.name, hop.source, len(gauge), series=gauge)
+    st = HopStats(hop.name, hop.service, len(gauge), series=gauge)
     if not gauge:
         return st
     values = [v for _, v in gauge]
@@ -114,14 +97,18 @@ class Diagnosis:
     state: str  # stuck | not answering | failing | ok
     evidence: list[str]
 
+    @property
+    def ok(self) -> bool:
+        return self.location == NO_PROBLEM
+
     def line(self) -> str:
-        head = self.location if self.location == NO_PROBLEM else f"{self.location}: {self.state}"
+        head = self.location if self.ok else f"{self.location}: {self.state}"
         return f"diagnosis: {head} ({'; '.join(self.evidence)})"
 
 
 def _pipeline_order(hop: str) -> int:
     """A hop's place in the PD pipeline, for the gauge hops and the log-only ones alike."""
-    return STUCK_HOPS.index(hop) if hop in STUCK_HOPS else len(STUCK_HOPS)
+    return PIPELINE_ORDER.index(hop) if hop in PIPELINE_ORDER else len(PIPELINE_ORDER)
 
 
 def _fmt(v: float | None) -> str:

@@ -12,7 +12,7 @@ its gauges say which queue holds them.
 from __future__ import annotations
 
 from chaos.reports.logs import parse_engine_line, parse_router_line, strip_ansi
-from chaos.reports.stuck import STATE_HOP, TERMINAL
+from chaos.pipeline import STATE_HOP, TERMINAL_STATES
 
 __all__ = ["open_requests"]
 
@@ -43,7 +43,7 @@ def _engine_open(service: str, text: str, since: float) -> dict[str, list[str]]:
             continue
         s = fields.get("state", "")
         first = state.get(rid, ("", float(fields.get("ts", since))))[1]
-        if s in TERMINAL:
+        if s in TERMINAL_STATES:
             state.pop(rid, None)
         elif (service, s) in STATE_HOP:
             state[rid] = (STATE_HOP[(service, s)], first)

@@ -20,7 +20,7 @@ from chaos.doctor.openreqs import open_requests
 from chaos.history import History, Sample
 from chaos.sampler import Sampler, metrics_urls
 from chaos.targets.base import Target
-from chaos.workloads import Client, Deadlines
+from chaos.client import Client, Deadlines
 
 __all__ = ["DoctorReport", "run_doctor", "write_report"]
 
@@ -80,7 +80,7 @@ def run_doctor(target: Target, *, window_s: float = 10.0, probe: bool = False, l
 
     samples = {name: sum(1 for s in history.of(Sample) if s.source == name) for name in urls}
     unreachable = {name: f"{len(sampler.failures[name])} of {len(sampler.failures[name]) + samples[name]} scrapes failed" for name in ("router", "prefill", "decode") if samples[name] == 0}
-    stats = [hop_stats(h, history.series(h.source, h.gauge), {c: history.series(h.source, c) for c in h.progress}) for h in HOPS]
+    stats = [hop_stats(h, history.series(*h.gauge), {c: history.series(h.service, c) for c in h.progress}) for h in HOPS]
 
     since = logs_since if logs_since is not None else started - 600.0
     logs = {}

@@ -20,7 +20,7 @@ from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
 from chaos.faults.network import ProxyDown, ToxicFault
 from chaos.faults.process import Freeze, Kill, Restart
-from chaos.history import FaultEvent, History
+from chaos.history import FaultEvent, History, Stage, TriggerFired
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
@@ -44,32 +44,49 @@ class Faults:
             raise ConfigError("this target has no Toxiproxy in its path (endpoints.toxiproxy): network faults cannot be injected")
         return self._toxiproxy
 
-    def _record(self, fid: str, phase: str, fault: Fault, evidence: str = "") -> None:
-        self.history.append(FaultEvent(self.history.now(), time.time(), fid, phase, fault.describe(), evidence))
+    def _record(self, fid: str, stage: Stage, fault: Fault, evidence: str = "") -> None:
+        self.history.append(FaultEvent(self.history.now(), time.time(), fid, stage, fault.describe(), evidence))
 
     @contextmanager
-    def apply(self, fault: Fault, *, when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S) -> Iterator[Fault]:
+    def apply(self, fault: Fault, *, when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0) -> Iterator[Fault]:
+        """Inject ``fault`` once ``when`` holds (within ``deadline_s``). When the block ends,
+        heal it once ``until`` holds or ``hold_s`` has passed, whichever comes first: the
+        heal waits for what the fault should cause (a queue drained by a watchdog, say),
+        and a condition that never holds is for the verdicts to judge, not a rig error."""
         fid = f"{fault.kind}#{next(self._ids)}"
         if when is not None:
             wait_for(when, self.sampler, self.history, deadline_s=deadline_s)
         self._active.append((fid, fault))
         try:
-            self._record(fid, "inject", fault)
+            self._record(fid, Stage.INJECT, fault)
             fault.inject()
-            self._record(fid, "verified", fault, fault.verify())
+            self._record(fid, Stage.VERIFIED, fault, fault.verify())
             yield fault
+            if until is not None:
+                self._hold(until, hold_s)
         finally:
             self._heal(fid, fault)
+
+    def _hold(self, until: Condition, hold_s: float) -> None:
+        armed = self.history.now()
+        seen = [""]
+
+        def holds() -> bool:
+            ok, seen[0] = until.check(self.sampler, armed)
+            return ok
+
+        if self.sampler.poll(holds, timeout_s=hold_s):
+            self.history.append(TriggerFired(self.history.now(), f"heal once {until.describe}", seen[0]))
 
     def _heal(self, fid: str, fault: Fault) -> None:
         if (fid, fault) not in self._active:
             return
         try:
             fault.heal()
-            self._record(fid, "healed", fault)
-            self._record(fid, "heal_verified", fault, fault.verify_healed())
+            self._record(fid, Stage.HEALED, fault)
+            self._record(fid, Stage.HEAL_VERIFIED, fault, fault.verify_healed())
         except Exception as exc:
-            self._record(fid, "heal_failed", fault, str(exc))
+            self._record(fid, Stage.HEAL_FAILED, fault, str(exc))
             raise
         finally:
             self._active.remove((fid, fault))
@@ -106,10 +123,10 @@ class Faults:
     def down(self, proxy: str, **kw: Any):  # type: ignore[no-untyped-def]
         return self.apply(ProxyDown(self.toxiproxy, proxy, self.target.info.proxies[proxy]["listen"]), **kw)
 
-    def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, **attributes: Any):  # type: ignore[no-untyped-def]
+    def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0, **attributes: Any):  # type: ignore[no-untyped-def]
         toxic = Toxic(f"pdchaos_{kind}_{stream}", kind, stream, 1.0, attributes)  # type: ignore[arg-type]
         probe = f"http://{self.target.info.proxies[proxy]['listen']}/health" if proxy in _HTTP_LINKS and stream == "downstream" else None
-        return self.apply(ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe), when=when, deadline_s=deadline_s)
+        return self.apply(ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe), when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
     def latency(self, proxy: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
         return self.toxic(proxy, "latency", latency=latency_ms, jitter=jitter_ms, **kw)

@@ -12,39 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chaos.history import History, LogEvent, Outcome
+from chaos.pipeline import BEFORE_ROUTER, HOPS, STATE_HOP, TERMINAL_STATES
 from chaos.reports.logs import parse_engine_line
 
-__all__ = ["DECODE_UNSTAGED", "HOPS", "PREFILL_UNSTAGED", "STATE_HOP", "TERMINAL", "StuckRow", "where_stuck"]
-
-BEFORE_ROUTER = "client or proxy before the router"
-PREFILL_UNSTAGED = "prefill, stage not logged"  # SGLang: between its Receive: and Finish: lines
-DECODE_UNSTAGED = "decode, stage not logged"
-HOPS = (
-    BEFORE_ROUTER,
-    "router",
-    PREFILL_UNSTAGED,
-    "prefill bootstrap",
-    "prefill forward",
-    "prefill inflight",
-    DECODE_UNSTAGED,
-    "decode prealloc",
-    "decode transfer",
-    "decode running",
-)
-STATE_HOP = {
-    ("prefill", "open"): PREFILL_UNSTAGED,
-    ("decode", "open"): DECODE_UNSTAGED,
-    ("prefill", "received"): "prefill bootstrap",
-    ("prefill", "bootstrap_queue"): "prefill bootstrap",
-    ("prefill", "waiting"): "prefill forward",
-    ("prefill", "inflight"): "prefill inflight",
-    ("decode", "received"): "decode prealloc",
-    ("decode", "prealloc_queue"): "decode prealloc",
-    ("decode", "transfer_queue"): "decode transfer",
-    ("decode", "transferring"): "decode transfer",
-    ("decode", "running"): "decode running",
-}
-TERMINAL = {"finished", "failed", "aborted"}
+__all__ = ["StuckRow", "where_stuck"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +43,7 @@ def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, str, float]]:
         if e.service == "router":
             continue
         state = parse_engine_line(e.line.split(" ", 1)[-1]).get("state", "")  # the engine's line after "op=<op> "
-        if state in TERMINAL:
+        if state in TERMINAL_STATES:
             hop, _, _ = out.get(e.service, (STATE_HOP.get((e.service, "open"), e.service), "", e.t))
             out[e.service] = (hop, state, e.t)
         elif (e.service, state) in STATE_HOP:

@@ -20,9 +20,9 @@ def _faults(history: History) -> list[dict[str, Any]]:
     by_id: dict[str, dict[str, Any]] = {}
     for f in history.of(FaultEvent):
         entry = by_id.setdefault(f.fault, {"fault": f.fault, "description": f.description})
-        entry[f.phase] = round(f.t, 3)
+        entry[f.stage.value] = round(f.t, 3)
         if f.evidence:
-            entry[f"{f.phase}_evidence"] = f.evidence
+            entry[f"{f.stage.value}_evidence"] = f.evidence
     return list(by_id.values())
 
 

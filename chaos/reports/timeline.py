@@ -10,9 +10,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 
-from chaos.history import FaultEvent, History, Outcome  # noqa: E402
+from chaos.history import FaultEvent, History, Outcome, Stage  # noqa: E402
+from chaos.pipeline import PIPELINE  # noqa: E402
 
-__all__ = ["GAUGES", "render_timeline"]
+__all__ = ["render_timeline"]
 
 COLORS = {
     Outcome.OK: "#2e7d32",
@@ -23,23 +24,15 @@ COLORS = {
     Outcome.CONNECTION_ERROR: "#455a64",
     None: "#000000",
 }
-GAUGES = [
-    ("prefill", "num_prefill_bootstrap_queue_reqs", "prefill bootstrap q"),
-    ("prefill", "num_prefill_inflight_queue_reqs", "prefill inflight q"),
-    ("decode", "num_decode_prealloc_queue_reqs", "decode prealloc q"),
-    ("decode", "num_decode_transfer_queue_reqs", "decode transfer q"),
-    ("decode", "num_running_reqs", "decode running"),
-    ("router", "smg_worker_requests_active", "router in-flight"),
-]
 
 
 def _fault_windows(history: History) -> list[tuple[float, float | None, str]]:
     starts: dict[str, tuple[float, str]] = {}
     out = []
     for f in history.of(FaultEvent):
-        if f.phase == "inject":
+        if f.stage is Stage.INJECT:
             starts[f.fault] = (f.t, f.description)
-        elif f.phase == "healed" and f.fault in starts:
+        elif f.stage is Stage.HEALED and f.fault in starts:
             t0, desc = starts.pop(f.fault)
             out.append((t0, f.t, desc))
     out += [(t0, None, desc) for t0, desc in starts.values()]
@@ -64,11 +57,11 @@ def render_timeline(history: History, path: Path, *, title: str = "") -> Path:
     lanes.set_ylim(-1, max(len(ops), 1) + 1.5)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for o, c in COLORS.items() if o is not None]
     lanes.legend(handles, [o.value for o in COLORS if o is not None], fontsize=7, loc="upper left", ncol=6)
-    for source, metric, label in GAUGES:
-        series = history.series(source, metric)
+    for hop in PIPELINE:
+        series = history.series(*hop.gauge) if hop.gauge else []
         if series:
             ts, vs = zip(*series)
-            gauges.step(ts, vs, where="post", label=label, linewidth=1.2)
+            gauges.step(ts, vs, where="post", label=hop.label, linewidth=1.2)
     gauges.set_ylabel("gauge value")
     gauges.set_xlabel("seconds since the test began")
     if gauges.get_legend_handles_labels()[0]:

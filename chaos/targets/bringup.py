@@ -13,7 +13,7 @@ import httpx
 from chaos.errors import TargetError
 from chaos.stack import StackInfo
 from chaos.toxiproxy import ToxiproxyClient
-from chaos.wait import http_ok, wait_until
+from chaos.wait import HTTP_CALL_S, http_ok, wait_until
 
 __all__ = ["create_proxies", "last_line", "ready_url", "served_model", "wait_ready", "warm_up"]
 
@@ -64,7 +64,7 @@ def warm_up(info: StackInfo, *, timeout_s: float) -> None:
     body = {"text": "pdchaos warm-up", "sampling_params": {"max_new_tokens": 2}}
 
     def ok() -> bool:
-        return httpx.post(url, json=body, timeout=5.0).status_code == 200
+        return httpx.post(url, json=body, timeout=HTTP_CALL_S).status_code == 200
 
     wait_until(ok, timeout_s=timeout_s, what=f"a request through {url} succeeds", interval_s=0.2)
 
@@ -75,7 +75,7 @@ def served_model(info: StackInfo) -> str:
     model = info.config.get("model")
     if model:
         return str(model)
-    reply = httpx.get(f"{info.endpoints['router']}/v1/models", timeout=5.0)
+    reply = httpx.get(f"{info.endpoints['router']}/v1/models", timeout=HTTP_CALL_S)
     reply.raise_for_status()
     models = [m["id"] for m in reply.json().get("data", [])]
     if not models:

@@ -25,7 +25,7 @@ from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, Capabil
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
 from chaos.targets.sglang_cpu import LAUNCHER, SGLANG_HOME
 from chaos.tools import REPO_ROOT
-from chaos.wait import wait_until
+from chaos.wait import STATE_CHANGE_S, wait_until
 
 __all__ = ["ComposeStack", "VARIANTS"]
 
@@ -194,18 +194,18 @@ class ComposeStack:
         if c.status != "running":
             raise TargetError(f"{service} was not running ({c.status})")
         c.kill()  # SIGKILL to the container's init: everything in it dies
-        wait_until(lambda: not self.is_running(service), timeout_s=5.0, what=f"{service} container exited after SIGKILL")
+        wait_until(lambda: not self.is_running(service), timeout_s=STATE_CHANGE_S, what=f"{service} container exited after SIGKILL")
 
     def freeze(self, service: str) -> None:
         c = self._container(service)
         if c.status != "running":
             raise TargetError(f"{service} was not running ({c.status})")
         c.pause()
-        wait_until(lambda: self.is_frozen(service), timeout_s=5.0, what=f"{service} container paused")
+        wait_until(lambda: self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} container paused")
 
     def thaw(self, service: str) -> None:
         self._container(service).unpause()
-        wait_until(lambda: not self.is_frozen(service), timeout_s=5.0, what=f"{service} container unpaused")
+        wait_until(lambda: not self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} container unpaused")
 
     def restart(self, service: str) -> None:
         """Stop (or find dead) the container, start it again, wait until ready."""

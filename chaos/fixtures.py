@@ -1,0 +1,141 @@
+"""The per-test rig as pytest fixtures: the session's stack, and for each test its history,
+sampler, faults, workload, bounds and scenario; and the hook that judges a scenario once its
+body has ended, whether it returned or raised (``chaos.scenario``)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Iterator
+
+import pytest
+
+from chaos.bounds import Bounds
+from chaos.cleanup import shielded
+from chaos.errors import TargetError
+from chaos.faults import Faults
+from chaos.history import History
+from chaos.reports.logs import LogCursor, capture_logs
+from chaos.reports.summary import result_of, write_test_report
+from chaos.run_report import add_result, outcome_of, run_dir
+from chaos.sampler import Sampler, metrics_urls
+from chaos.scenario import Scenario
+from chaos.session import SEED, TARGET
+from chaos.stack_factory import StackFactory
+from chaos.targets.base import Target
+from chaos.targets.bringup import served_model
+from chaos.toxiproxy import ToxiproxyClient
+from chaos.workloads import Workload
+
+
+
+@pytest.fixture(scope="session")
+def seed(pytestconfig: pytest.Config) -> int:
+    return pytestconfig.stash[SEED]
+
+
+@pytest.fixture(scope="session")
+def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackFactory]:
+    factory = StackFactory(pytestconfig.stash[TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"))
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture(scope="session")
+def stack(stack_factory: StackFactory) -> Target:
+    """The stack under test, shared by the session (pdsim defects from the environment)."""
+    return stack_factory.start(defects=os.environ.get("PDSIM_DEFECTS", ""))
+
+
+@pytest.fixture
+def history(request: pytest.FixtureRequest, seed: int, stack: Target) -> Iterator[History]:
+    """This test's history, written as JSONL under reports/<run-id>/<test>/history.jsonl.
+    At teardown the engine and router log lines about its requests join it, and the test's
+    report (result.json, timeline.png, stuck.md) is drawn from it."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-150:]
+    folder = run_dir(request.config) / safe
+    folder.mkdir(parents=True, exist_ok=True)
+    h = History(path=folder / "history.jsonl", seed=seed)
+    cursor = LogCursor(stack.logs, ("prefill", "decode", "router"))
+    try:
+        yield h
+    finally:
+        try:
+            capture_logs(h, cursor, {op.invoke.op for op in h.ops()})
+            outcome, duration, reason, message = outcome_of(request.node)
+            stack_id = f"{stack.info.kind}:{stack.info.port_base}:{stack.info.run_id}"
+            result = result_of(h, nodeid=request.node.nodeid, outcome=outcome, duration_s=duration, known_issue=reason, message=message, stack=stack_id)
+            write_test_report(folder, h, result)
+            add_result(request.config, result)
+        finally:
+            h.close()
+
+
+@pytest.fixture
+def sampler(stack: Target, history: History) -> Iterator[Sampler]:
+    s = Sampler(history, metrics_urls(stack.info.endpoints)).start()
+    # a baseline of every source before the body acts; a source still silent after this is
+    # judged from what it has: verdicts needing a sample before the fault then say unknown
+    s.poll(lambda: all(s.latest(name) is not None for name in s.urls), timeout_s=5.0)
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def faults(stack: Target, history: History, sampler: Sampler) -> Iterator[Faults]:
+    """Faults as context managers; whatever is still active is healed at teardown."""
+    client = ToxiproxyClient(stack.info.endpoints["toxiproxy"]) if "toxiproxy" in stack.info.endpoints else None
+    f = Faults(stack, history, sampler, client)
+    try:
+        yield f
+    finally:
+        try:
+            with shielded():
+                f.heal_all()
+        finally:
+            if client is not None:
+                client.close()
+
+
+@pytest.fixture
+def workload(stack: Target, history: History, seed: int) -> Workload:
+    """The test's client. The target must first serve a request (steady state), so that one
+    test's aftermath (say, an open circuit breaker) never leaks into the next test's verdicts."""
+    model = served_model(stack.info)
+    scratch = Workload(stack.info.endpoints["client"], History(), seed, model=model)
+    reply = scratch.probe_until_ok(within_s=Bounds.of(stack.info).recovery_s)
+    if not reply.ok:
+        raise TargetError(f"target not in steady state before the test: last probe {reply.outcome.value} {reply.error[:200]}")
+    return Workload(stack.info.endpoints["client"], history, seed, model=model)
+
+
+@pytest.fixture
+def bounds(stack: Target) -> Bounds:
+    return Bounds.of(stack.info)
+
+
+@pytest.fixture
+def scenario(stack: Target, history: History, sampler: Sampler, workload: Workload, bounds: Bounds) -> Scenario:
+    """The scenario kit (``chaos.scenario``): verdicts declared in the body are judged from
+    the history once the body ends."""
+    return Scenario(stack, history, sampler, workload, bounds)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
+    """Run, then judge: a scenario's verdicts run after its body, even when the body raised
+    (the history then still says what it proves; the body's error stays the outcome)."""
+    scenario = pyfuncitem.funcargs.get("scenario")
+    try:
+        result = yield
+    except Exception:
+        if isinstance(scenario, Scenario):
+            scenario.conclude(body_failed=True)
+        raise
+    if isinstance(scenario, Scenario):
+        scenario.conclude(body_failed=False)
+    return result

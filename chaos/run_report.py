@@ -1,0 +1,158 @@
+"""The run's report, from pytest's point of view: each test's outcome (a rig error in the
+body is an error, never a failed verdict), the per-test results the ``history`` fixture
+writes, and at the end the run summary, the terminal table and ``reports/latest``.
+
+Everything lands in ``reports/<run-id>/`` (shared by xdist workers through
+``PDCHAOS_RUN_ID``), JUnit XML included.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.errors import RigError
+from chaos.reports.summary import write_run_summary
+from chaos.session import SEED
+from chaos.verdicts import VerdictFailed
+
+__all__ = ["RIG_ERROR", "add_result", "outcome_of", "rig_error", "run_dir"]
+
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_RESULTS] = []
+    if not os.environ.get("PYTEST_XDIST_WORKER") and getattr(config.option, "xmlpath", None) is None:
+        config.option.xmlpath = str(run_dir(config) / "junit.xml")
+
+
+def add_result(config: pytest.Config, result: dict[str, Any]) -> None:
+    """One test's result (``chaos.reports.summary.result_of``), for the run's summary."""
+    config.stash[_RESULTS].append(result)
+
+
+_RUN_DIR = pytest.StashKey[Path]()
+_RESULTS = pytest.StashKey[list]()
+_PHASES = pytest.StashKey[dict]()
+
+
+def run_dir(config: pytest.Config) -> Path:
+    """reports/<run-id>/ (shared by xdist workers through PDCHAOS_RUN_ID)."""
+    if _RUN_DIR not in config.stash:
+        root = Path(config.getoption("--reports-dir")).resolve()
+        run_id = os.environ.setdefault("PDCHAOS_RUN_ID", time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}")
+        path = root / run_id
+        path.mkdir(parents=True, exist_ok=True)
+        config.stash[_RUN_DIR] = path
+    return config.stash[_RUN_DIR]
+
+
+RIG_ERROR = "pdchaos_rig_error"  # a call-phase report's user property: the rig failed, no verdict did
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """A rig error in the test body (a trigger that never fired, a fault not applied, a
+    premise not met) is marked, so that it is reported as an error, never as a failed
+    verdict; with ``--stop-at-verdict`` the first failed verdict ends the session."""
+    outcome = yield
+    rep = outcome.get_result()
+    error = call.excinfo.value if call.excinfo is not None else None
+    if call.when == "call" and rep.failed and isinstance(error, RigError):
+        mark = (RIG_ERROR, f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
+        rep.user_properties.append(mark)  # for this report's status
+        item.user_properties.append(mark)  # for the teardown report, whose properties JUnit XML writes
+    if call.when == "call" and rep.failed and isinstance(error, VerdictFailed) and item.config.getoption("--stop-at-verdict"):
+        item.session.shouldstop = f"a verdict failed in {item.nodeid}"
+    item.stash.setdefault(_PHASES, {})[call.when] = rep
+
+
+def rig_error(rep: pytest.TestReport) -> str:
+    """The rig error a report carries ("" for none)."""
+    return next((str(v) for k, v in rep.user_properties if k == RIG_ERROR), "")
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """The terminal and the session's counts show a call-phase rig error as an error."""
+    if report.when == "call" and report.failed and rig_error(report):
+        return "error", "E", "ERROR"
+    return None
+
+
+def _crash_message(rep: pytest.TestReport) -> str:
+    """What failed, in words: the exception's message (for a verdict, the verdicts that did
+    not pass), not the traceback's last line."""
+    crash = getattr(rep.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(rep.longrepr or "").strip()
+    return text[:600]
+
+
+def outcome_of(item: pytest.Item) -> tuple[str, float, str, str]:
+    """(outcome, call duration, xfail reason, first line of the failure) of the call phase."""
+    phases = item.stash.get(_PHASES, {})
+    setup, call = phases.get("setup"), phases.get("call")
+    rep = call or setup
+    if rep is None:
+        return "unknown", 0.0, "", ""
+    reason = getattr(rep, "wasxfail", "") or ""
+    if reason:
+        outcome = "xfailed" if rep.skipped else "xpassed"
+    elif rep.failed:
+        outcome = "failed" if rep is call and not rig_error(rep) else "error"
+    else:
+        outcome = rep.outcome
+    message = _crash_message(rep) if rep.failed else ""
+    return outcome, getattr(call, "duration", 0.0) or 0.0, reason, message
+
+
+def _results(config: pytest.Config) -> list[dict[str, Any]]:
+    """This process's test results; under xdist the controller has none of its own, so it
+    reads what the workers wrote into the shared run folder."""
+    results = config.stash.get(_RESULTS, [])
+    if results or not config.pluginmanager.hasplugin("dsession"):  # dsession: the xdist controller
+        return results
+    results[:] = [json.loads(p.read_text()) for p in sorted(run_dir(config).glob("*/result.json"))]  # read once, for summary and table
+    return results
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    results = _results(config)
+    if not results:
+        return
+    folder = run_dir(config)
+    command = "pytest " + " ".join(config.invocation_params.args)
+    write_run_summary(folder, results, seed=config.stash[SEED], command=command)
+    latest = folder.parent / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(folder.name)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    results = _results(config)
+    if not results:
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"pd-chaos: {len(results)} tests with histories (seed {config.stash[SEED]})")
+    for col in ("test", "outcome", "s", "requests", "verdicts not passed"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        bad = "; ".join(v["name"].split("(")[0] for v in r["verdicts"] if v["status"] != "pass")
+        reqs = " ".join(f"{k}={n}" for k, n in sorted(r["requests"].items()))
+        table.add_row(escape(r["test"].split("::")[-1]), r["outcome"], f"{r['duration_s']:.1f}", escape(reqs), escape(bad))
+    Console(file=terminalreporter._tw._file, width=160).print(table)
+    terminalreporter.write_line(f"reports: {run_dir(config)}")
+
+

@@ -1,0 +1,105 @@
+"""The scenario kit: one run's lifecycle, judged from its history whatever the body did.
+
+    def test_decode_killed(scenario, workload, faults, bounds):
+        scenario.baseline(agents=2, rounds=2)                       # fault-free reference
+        scenario.judge(v.every_request_terminal(within_s=...), v.replies_match_baseline())
+        with faults.kill("decode", when=scenario.requests_at("decode") > 0):
+            workload.conversations(agents=2, rounds=2, phase=Phase.FAULT).run()
+        scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.slack_s)
+
+Run, then judge (Jepsen's client, nemesis, checker): the body acts and records; the
+verdicts it declares with ``judge`` are evaluated once it has ended, by the plugin. When the
+body raises (a trigger that never fired, a premise not met, a bug in the rig) they are
+evaluated all the same and written into the history and the report, so an errored run still
+shows what its history proves; the body's exception stays the test's outcome. A scenario
+that declares no verdict is an error: it could not fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from chaos import verdicts as v
+from chaos.bounds import Bounds
+from chaos.errors import RigError
+from chaos.history import History, Phase
+from chaos.pipeline import Metric
+from chaos.sampler import Sampler
+from chaos.targets.base import Capability, Target
+from chaos.triggers import Signal, gauge
+from chaos.workloads import Workload
+
+__all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "Scenario", "NoVerdict"]
+
+QUIET_MARGIN_S = 1.0  # sampling past a leak bound, so that its window is covered by samples
+REQUESTS_AT_WORKER = Metric("router", "smg_worker_requests_active")
+
+
+class NoVerdict(RigError):
+    """The scenario ended without declaring a verdict: it tested nothing."""
+
+
+@dataclass
+class Scenario:
+    """The ``scenario`` fixture. ``judge`` declares verdicts; ``baseline`` and ``settle``
+    are the phases before and after the fault, with the bounds they need built in."""
+
+    target: Target
+    history: History
+    sampler: Sampler
+    workload: Workload
+    bounds: Bounds
+    checks: list[v.Check] = field(default_factory=list)
+
+    def judge(self, *checks: v.Check) -> None:
+        """Declare verdicts; all of them are judged once the body ends, in order."""
+        self.checks.extend(checks)
+
+    def require(self, *premises: v.Check) -> None:
+        """Check the run's premise now (the fault landed, requests were in flight): one
+        that did not hold ends the run as an error, ``PremiseNotMet``; it tested nothing."""
+        v.require(self.history, *premises)
+
+    def baseline(self, **conversation: Any) -> None:
+        """Fault-free conversations whose replies are the reference (``Phase.BASELINE``)."""
+        self.workload.conversations(**conversation, phase=Phase.BASELINE).run()
+
+    def settle(self, gauges: Iterable[Metric], *, within_s: float) -> None:
+        """After the heal: recovery, then quiet. A fresh request must succeed within the
+        target's recovery bound, and every gauge must be back to its baseline within
+        ``within_s`` of the moment the system went quiet; both are judged (``recovers``,
+        ``no_leak``), and the sampler runs until the leak window is covered (bounded)."""
+        gauges = list(gauges)
+        self.judge(v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET), v.recovers(within_s=self.bounds.recovery_s))
+        self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
+        self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
+
+    def has(self, capability: Capability) -> bool:
+        """Whether the target has a capability (a bound may depend on it)."""
+        return capability in self.target.capabilities
+
+    def worker(self, service: str) -> str:
+        """The label smg gives ``service``'s per-worker series (its URL)."""
+        return self.target.info.endpoints[service]
+
+    def at_worker(self, metric: Metric, service: str) -> Metric:
+        """A per-worker router metric for one engine, e.g. its circuit breaker's state."""
+        return metric.at(self.worker(service))
+
+    def requests_at(self, service: str) -> Signal:
+        """How many requests smg has at one worker: prompt on every engine (unlike SGLang's
+        own queue gauges), so scenarios that hold an engine trigger on it."""
+        return gauge(*self.at_worker(REQUESTS_AT_WORKER, service))
+
+    def conclude(self, *, body_failed: bool) -> list[v.Verdict]:
+        """Judge the declared verdicts and record them. Raises ``VerdictFailed`` if one did
+        not pass and the body did not fail first; ``NoVerdict`` if none was declared."""
+        if not self.checks:
+            if body_failed:
+                return []
+            raise NoVerdict("the scenario declared no verdict (scenario.judge): it could not fail")
+        verdicts = v.record(self.history, v.evaluate(self.history, self.checks))
+        if not body_failed:
+            v.raise_unless_passed(verdicts)
+        return verdicts

@@ -1,0 +1,68 @@
+"""Stacks for a test session: started on free ports with chosen overrides, all stopped at
+the end whatever happened. On an attached deployment it hands out that deployment as it is."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.cleanup import register, shielded, unregister
+from chaos.ports import PortAllocator
+from chaos.stack import StackConfig, Timeouts
+from chaos.targets.base import Target
+from chaos.targets.registry import TargetChoice
+
+__all__ = ["StackFactory"]
+
+
+class StackFactory:
+    """Starts stacks of the chosen target on free ports with chosen overrides; stops all of
+    them at the end. On an attached deployment it hands out that deployment, as it is."""
+
+    def __init__(self, choice: TargetChoice, port_base: int, state_root: Path) -> None:
+        self.choice = choice
+        self._ports = PortAllocator(port_base)
+        self._root = state_root
+        self._stacks: list[Target] = []
+
+    def start(self, *, defects: str = "", timeouts: Timeouts | None = None, **overrides: Any) -> Target:
+        if not self.choice.starts_stacks:
+            if defects or timeouts is not None or overrides:
+                pytest.skip(f"target {self.choice.name} cannot start a stack with defects, timeouts or other overrides")
+            return self.choice.start(StackConfig())
+        base = self._ports.next_base()
+        cfg = StackConfig(port_base=base, state_dir=self._root / f"stack-{base}", defects=defects)
+        if timeouts is not None:
+            cfg = replace(cfg, timeouts=timeouts)
+        register(cfg.state_dir)
+        try:
+            stack = self.choice.start(replace(cfg, **overrides))
+        except BaseException:  # a failed or interrupted start stops what it began: forget it
+            with shielded():
+                unregister(cfg.state_dir)
+            raise
+        self._stacks.append(stack)
+        return stack
+
+    def stop(self, stack: Target) -> None:
+        if stack in self._stacks:
+            self._stacks.remove(stack)
+            with shielded():
+                stack.down()
+                unregister(Path(stack.info.state_dir))
+
+    def stop_all(self) -> None:
+        errors = []
+        with shielded():  # a second Ctrl-C must not cut the teardown short
+            while self._stacks:
+                stack = self._stacks.pop()
+                try:
+                    stack.down()
+                    unregister(Path(stack.info.state_dir))
+                except Exception as exc:  # keep stopping the others
+                    errors.append(exc)
+        if errors:
+            raise errors[0]

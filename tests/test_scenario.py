@@ -1,0 +1,75 @@
+"""The scenario kit, run as a user runs it (pytest on a suite file, against the embedded
+stack): verdicts are judged after the body even when it raised, a scenario without a
+verdict is an error, and the README's scenario template passes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.ports import port_base
+
+ROOT = Path(__file__).resolve().parent.parent
+
+KIT_SUITE = '''
+from chaos import verdicts as v
+from chaos.errors import TriggerTimeout
+from chaos.history import Phase
+from tests.ports import port_base
+
+
+def test_body_raises(scenario, workload):
+    scenario.judge(v.every_request_terminal(within_s=30), v.recovers(within_s=1))
+    workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2), phase=Phase.FAULT)
+    raise TriggerTimeout("the trigger never fired")
+
+
+def test_no_verdict(scenario, workload):
+    workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2))
+
+
+def test_unknown_fails_after_the_body(scenario, workload):
+    scenario.judge(v.recovers(within_s=1))  # no fault, so no heal: unknown
+    workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2))
+'''
+
+
+def _template() -> str:
+    """The first python block of the README's "Writing a scenario" section."""
+    section = (ROOT / "README.md").read_text().split("## Writing a scenario", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+
+
+def _results(reports: Path) -> dict[str, dict]:
+    return {r["test"].split("::")[-1]: r for r in (json.loads(p.read_text()) for p in reports.glob("*/*/result.json"))}
+
+
+def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig):
+    (tmp_path / "test_kit.py").write_text(KIT_SUITE)
+    (tmp_path / "test_template.py").write_text(_template())
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
+    base = port_base(pytestconfig, "scenario")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )
+    results = _results(tmp_path / "reports")
+    assert set(results) >= {"test_body_raises", "test_unknown_fails_after_the_body", "test_slow_kv_link_during_a_conversation"}, run.stdout[-3000:]
+
+    raised = results["test_body_raises"]
+    assert raised["outcome"] == "error", raised  # the body's rig error stays the outcome
+    verdicts = {v["name"].split("(")[0]: v["status"] for v in raised["verdicts"]}
+    assert verdicts == {"every_request_terminal": "pass", "recovers": "unknown"}, raised["verdicts"]
+
+    unknown = results["test_unknown_fails_after_the_body"]
+    assert unknown["outcome"] == "failed" and "[UNKNOWN] recovers" in unknown["message"], unknown
+
+    assert "test_no_verdict" in run.stdout and "NoVerdict" in run.stdout, run.stdout[-3000:]
+    assert results["test_no_verdict"]["outcome"] == "error", results["test_no_verdict"]
+
+    template = results["test_slow_kv_link_during_a_conversation"]
+    assert template["outcome"] == "passed", template
+    assert {v["status"] for v in template["verdicts"]} == {"pass"} and len(template["verdicts"]) == 7, template["verdicts"]
