@@ -24,8 +24,9 @@ suites-sglang: setup-sglang
 suites-compose: docker
 	scripts/pytest.sh suites --target compose $(PYTEST_ARGS)
 
+# Two workers (this machine has two cores); tests of real SGLang stay on one of them.
 test: setup docker
-	scripts/pytest.sh tests $(PYTEST_ARGS)
+	scripts/pytest.sh tests -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 mutants: setup
 	.venv/bin/pdchaos mutants --json reports/mutants.json

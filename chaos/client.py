@@ -23,7 +23,7 @@ import httpx
 
 from chaos.history import Chunk, Complete, History, Invoke, Outcome, Phase
 
-__all__ = ["CLOSE_S", "Client", "Deadlines", "classify_exception", "trace_headers"]
+__all__ = ["CLOSE_S", "Client", "Deadlines", "classify_exception", "ending", "trace_headers"]
 
 CLOSE_S = 1.0  # from a deadline's expiry to the request's record: closing the response, joining the thread
 
@@ -132,10 +132,10 @@ class _Parse:
         return Outcome.OK
 
     def end(self, status: int, *, stream: bool) -> dict[str, Any]:
-        return _end(self.outcome(stream=stream), status, self.text, self.error, self.prompt_tokens, self.completion_tokens)
+        return ending(self.outcome(stream=stream), status, self.text, self.error, self.prompt_tokens, self.completion_tokens)
 
 
-def _end(outcome: Outcome, status: int | None = None, reply: str = "", error: str = "", prompt_tokens: int | None = None, completion_tokens: int | None = None) -> dict[str, Any]:
+def ending(outcome: Outcome, status: int | None = None, reply: str = "", error: str = "", prompt_tokens: int | None = None, completion_tokens: int | None = None) -> dict[str, Any]:
     """A request's ending, as ``Complete``'s fields."""
     return dict(outcome=outcome, status=status, reply=reply, error=error, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
@@ -186,7 +186,7 @@ class Client:
                 try:
                     if resp.status_code >= 400:
                         raw = resp.read()
-                        return _end(Outcome.CLEAN_ERROR, resp.status_code, error=_error_text(raw)), self.history.now()
+                        return ending(Outcome.CLEAN_ERROR, resp.status_code, error=_error_text(raw)), self.history.now()
                     if not stream:
                         raw = resp.read()
                         first_byte = self.history.now()
@@ -201,7 +201,7 @@ class Client:
                             continue
                         events += 1
                         if hang_up_after is not None and events >= hang_up_after:
-                            return _end(Outcome.CLIENT_TIMEOUT, resp.status_code, parse.text, f"client hung up after {events} events"), first_byte
+                            return ending(Outcome.CLIENT_TIMEOUT, resp.status_code, parse.text, f"client hung up after {events} events"), first_byte
                         data = line[6:]
                         if data == "[DONE]":
                             parse.done = True
@@ -212,8 +212,8 @@ class Client:
                     timer.cancel()
         except (httpx.HTTPError, ValueError) as exc:
             if expired.is_set() or (not got_head and isinstance(exc, httpx.ReadTimeout) and read_s == d.total_s):
-                return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s"), first_byte
+                return ending(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s"), first_byte
             if isinstance(exc, ValueError):
-                return _end(Outcome.TRUNCATED, error=f"unparseable body: {exc}"), first_byte
+                return ending(Outcome.TRUNCATED, error=f"unparseable body: {exc}"), first_byte
             outcome = classify_exception(exc, got_head=got_head, stream=stream)
-            return _end(outcome, error=f"{type(exc).__name__}: {exc}"), first_byte
+            return ending(outcome, error=f"{type(exc).__name__}: {exc}"), first_byte

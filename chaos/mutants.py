@@ -28,7 +28,35 @@ from chaos.errors import ConfigError
 from chaos.ports import RUN_STRIDE
 from chaos.tools import REPO_ROOT
 
-__all__ = ["MutantResult", "defect_names", "matrix_ok", "parse_junit", "run_matrix", "to_json", "to_markdown"]
+__all__ = ["KILLERS", "Killer", "MutantResult", "defect_names", "matrix_ok", "parse_junit", "run_matrix", "to_json", "to_markdown"]
+
+
+@dataclass(frozen=True)
+class Killer:
+    """The scenario written for a defect's bug class, and the verdict of it that must fail."""
+
+    suite: str  # a suite file under suites/ (or one test's node id)
+    verdict: str  # the verdict's name, as a failed one starts: "[FAIL] <verdict>(..."
+
+
+# Each defect is run against its own scenario only: a kill is that scenario's verdict, never
+# a rig error and never another suite's verdict failing by chance; and the matrix stays fast.
+KILLERS: dict[str, Killer] = {
+    "no_bootstrap_timeout": Killer("suites/test_bootstrap_stall.py", "watchdog_fired"),
+    "no_inflight_watchdog": Killer("suites/test_idle_watchdog.py", "watchdog_fired"),
+    "idle_watchdog": Killer("suites/test_idle_watchdog.py", "watchdog_fired"),
+    "leak_on_abort": Killer("suites/test_client_abort.py", "no_leak"),
+    "no_abort_to_decode": Killer("suites/test_kv_link.py", "failed_requests_are_clean"),
+    "stale_bootstrap_cache": Killer("suites/test_prefill_crash.py", "recovers"),
+    "stuck_transferring": Killer("suites/test_kv_link.py", "watchdog_fired"),
+    "room_mixup": Killer("suites/test_concurrency_integrity.py", "replies_match_baseline"),
+    "context_truncation": Killer("suites/test_multiround_keepalive.py", "context_grows"),
+    "silent_stream_end": Killer("suites/test_kv_link.py", "failed_requests_are_clean"),
+    "no_heartbeat": Killer("suites/test_prefill_crash.py", "no_leak"),
+    "client_error_as_server_error": Killer("suites/test_circuit_breaker.py", "statuses_in"),
+    "bootstrap_call_blocks_decoding": Killer("suites/test_neighbour_stall.py", "stream_gaps_at_most"),
+    "error_event_not_json": Killer("suites/test_client_contract.py", "failed_requests_are_clean"),
+}
 
 _VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
 _FAILED_VERDICT = re.compile(r"\[FAIL\] (.+)")
@@ -44,7 +72,7 @@ class MutantResult:
     returncode: int = 0
     log: str = ""
     passed: int = 0
-    rig_error: str = ""  # why a test errored without a failed verdict (rig error, unknown verdict): never a kill
+    rig_error: str = ""  # why nothing killed it: a rig error, a verdict only unknown, another verdict
 
     @property
     def as_expected(self) -> bool:
@@ -57,7 +85,7 @@ class MutantResult:
             return "FAILED" if self.killed else "passed"
         if self.killed:
             return "killed"
-        return f"not killed (rig error: {self.rig_error})" if self.rig_error else "SURVIVED"
+        return f"not killed ({self.rig_error})" if self.rig_error else "SURVIVED"
 
 
 def defect_names() -> list[str]:
@@ -74,6 +102,7 @@ class JUnitRun:
     verdict: str  # the first failed verdict, "[FAIL] name: why"
     rig_error: str  # the first rig error's line
     passed: int
+    failed_verdicts: tuple[str, ...] = ()  # every "[FAIL] ..." line of the failed tests, in order
 
 
 def parse_junit(path: Path) -> JUnitRun:
@@ -81,7 +110,7 @@ def parse_junit(path: Path) -> JUnitRun:
         root = ET.parse(path).getroot()
     except (ET.ParseError, FileNotFoundError):
         return JUnitRun([], [], "", "no JUnit XML written", 0)
-    killed, errors, verdict, rig, passed = [], [], "", "", 0
+    killed, errors, verdict, rig, passed, failed_verdicts = [], [], "", "", 0, []
     for case in root.iter("testcase"):
         problem = case.find("failure")
         if problem is None:
@@ -97,15 +126,18 @@ def parse_junit(path: Path) -> JUnitRun:
         if problem.tag == "failure" and not marked and "VerdictFailed" in text and failed:
             killed.append(test)
             verdict = verdict or f"[FAIL] {failed.group(1).strip()}"
+            failed_verdicts += [f"[FAIL] {m.strip()}" for m in _FAILED_VERDICT.findall(problem.get("message") or "")]
         else:  # a setup error, a rig error in the body, or verdicts that were only unknown
             errors.append(test)
             unknown = _VERDICT.search(text) if "VerdictFailed" in text else None
             first = (problem.get("message") or "").splitlines()[0][:200] if problem.get("message") else problem.tag
             rig = rig or (marked[0] if marked else f"[{unknown.group(1)}] {unknown.group(2).strip()}" if unknown else first)
-    return JUnitRun(killed, errors, verdict, rig, passed)
+    return JUnitRun(killed, errors, verdict, rig, passed, tuple(failed_verdicts))
 
 
-def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_args: list[str], timeout_s: float) -> MutantResult:
+def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_args: list[str], timeout_s: float, killer: Killer | None = None) -> MutantResult:
+    """One pytest run with ``defect`` switched on. Without a ``killer`` any failed verdict
+    kills; with one, only a failure of its verdict does."""
     junit = out_dir / f"{defect}.xml"
     log = out_dir / f"{defect}.log"
     args = [sys.executable, "-m", "pytest", suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={port_base}", f"--reports-dir={out_dir / 'reports' / defect}"]
@@ -120,10 +152,22 @@ def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_a
             rc = -1
     seconds = time.monotonic() - t0
     run = parse_junit(junit)
-    rig_error = run.rig_error or (f"run exceeded {timeout_s:g}s" if rc == -1 else "")
-    # the clean run fails on anything; a defect is killed only by a failed verdict
-    killed = rc != 0 if defect == "clean" else bool(run.verdict_failures)
-    return MutantResult(defect, killed, run.verdict_failures + run.rig_errors, round(seconds, 1), run.verdict, rc, str(log), run.passed, rig_error)
+    if run.rig_error:
+        rig_error = f"{'only' if run.rig_error.startswith('[UNKNOWN]') else 'rig error:'} {run.rig_error}"
+    else:
+        rig_error = f"rig error: run exceeded {timeout_s:g}s" if rc == -1 else ""
+    # the clean run fails on anything; a defect is killed only by a failed verdict (its own)
+    verdict = run.verdict
+    if defect == "clean":
+        killed = rc != 0
+    elif killer is None:
+        killed = bool(run.verdict_failures)
+    else:
+        own = [v for v in run.failed_verdicts if v.removeprefix("[FAIL] ").startswith(killer.verdict)]
+        killed, verdict = bool(own), (own[0] if own else run.verdict)
+        if run.verdict_failures and not own:
+            rig_error = rig_error or f"another verdict failed, not {killer.verdict}: {run.verdict[:150]}"
+    return MutantResult(defect, killed, run.verdict_failures + run.rig_errors, round(seconds, 1), verdict, rc, str(log), run.passed, rig_error)
 
 
 def _progress(r: MutantResult, done: int, total: int) -> None:
@@ -137,6 +181,9 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
     if unknown:
         raise ConfigError(f"unknown defect(s) {', '.join(unknown)}; known: {', '.join(names)}")
     chosen = [n for n in names if not only or n in only]
+    unmapped = [n for n in chosen if n not in KILLERS]
+    if unmapped:
+        raise ConfigError(f"no scenario named to kill defect(s) {', '.join(unmapped)}: add them to chaos.mutants.KILLERS")
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = extra_args or []
     results = []
@@ -151,7 +198,8 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
     def in_a_slot(defect: str) -> MutantResult:
         base = slots.get()
         try:
-            return _run_one(defect, port_base=base, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s)
+            killer = KILLERS[defect]
+            return _run_one(defect, port_base=base, out_dir=out_dir, suites=killer.suite, extra_args=extra, timeout_s=timeout_s, killer=killer)
         finally:
             slots.put(base)
 
@@ -169,16 +217,23 @@ def matrix_ok(results: list[MutantResult]) -> bool:
     return all(r.as_expected for r in results)
 
 
+def _scenario(defect: str) -> str:
+    return KILLERS[defect].suite if defect in KILLERS else "suites (all)"
+
+
 def to_json(results: list[MutantResult]) -> str:
-    return json.dumps([{k: v for k, v in asdict(r).items() if k in ("defect", "killed", "tests_failed", "seconds", "verdict", "rig_error")} | {"killed_by": r.verdict if r.killed and r.defect != "clean" else ""} for r in results], indent=2)
+    keep = ("defect", "killed", "tests_failed", "seconds", "verdict", "rig_error")
+    return json.dumps([{k: v for k, v in asdict(r).items() if k in keep} | {"scenario": _scenario(r.defect), "killed_by": r.verdict if r.killed and r.defect != "clean" else ""} for r in results], indent=2)
 
 
 def to_markdown(results: list[MutantResult]) -> str:
-    lines = ["| defect | result | first failing test | verdict | seconds |", "|---|---|---|---|---|"]
+    """The fault x verdict x defect table: each defect, the scenario written for its class,
+    and the verdict that killed it (or why nothing did)."""
+    lines = ["| defect | scenario | result | killing verdict | failing test | seconds |", "|---|---|---|---|---|---|"]
     for r in results:
         state = r.state if r.as_expected else f"**{r.state}**"
         if r.defect == "clean" and r.as_expected:
             state += f" ({r.passed} tests)"
         test = r.tests_failed[0] if r.tests_failed else ""
-        lines.append(f"| {r.defect} | {state} | {test} | {(r.verdict or r.rig_error).replace('|', '/')[:160]} | {r.seconds:.0f} |")
+        lines.append(f"| {r.defect} | {_scenario(r.defect)} | {state} | {(r.verdict or r.rig_error).replace('|', '/')[:160]} | {test} | {r.seconds:.0f} |")
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 __all__ = [
     "BEFORE_ROUTER",
+    "CIRCUIT_STATE",
     "DECODE_TRANSFER_FAILED",
     "DECODE_TRANSFER_QUEUE",
     "DECODE_UNSTAGED",
@@ -96,6 +97,8 @@ PREFILL_BOOTSTRAP_FAILED = Metric("prefill", "num_bootstrap_failed_reqs_total")
 PREFILL_TRANSFER_FAILED = Metric("prefill", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_FAILED = Metric("decode", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_QUEUE = Metric("decode", "num_decode_transfer_queue_reqs")
+
+CIRCUIT_STATE = Metric("router", "smg_worker_cb_state")  # per worker (.at(url)): 0 closed, 1 open, 2 half-open
 
 HOPS: tuple[str, ...] = tuple(h.name for h in PIPELINE)  # pipeline order: the earliest hop a request never left is where it is stuck
 STATE_HOP: dict[tuple[str, str], str] = {(h.service, s): h.name for h in PIPELINE for s in h.states}

@@ -27,7 +27,7 @@ pytest_plugins = ["chaos.run_report", "chaos.fixtures"]  # in import order: fixt
 
 
 MARKERS = (
-    "fault(family): the fault family a scenario exercises (process, network, client)",
+    "fault(family): the fault family a scenario exercises (process, network, client, engine, load)",
     "needs(*capabilities): capabilities the target must have (proxied_client, proxied_kv, "
     "proxied_control, proxied_bootstrap, process_control, defects, inflight_watchdog, live_queue_gauges, transfer_window); the test skips with a reason otherwise",
 )

@@ -28,8 +28,14 @@ __all__ = ["RIG_ERROR", "add_result", "outcome_of", "rig_error", "run_dir"]
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RESULTS] = []
-    if not os.environ.get("PYTEST_XDIST_WORKER") and getattr(config.option, "xmlpath", None) is None:
+    if not _is_worker(config) and getattr(config.option, "xmlpath", None) is None:
         config.option.xmlpath = str(run_dir(config) / "junit.xml")
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    """Whether this process is an xdist worker (not merely started by one: a pytest run
+    inside a test inherits its parent's ``PYTEST_XDIST_WORKER``)."""
+    return hasattr(config, "workerinput")
 
 
 def add_result(config: pytest.Config, result: dict[str, Any]) -> None:
@@ -123,7 +129,7 @@ def _results(config: pytest.Config) -> list[dict[str, Any]]:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if _is_worker(config):
         return
     results = _results(config)
     if not results:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 from chaos.errors import PremiseNotMet
 from chaos.history import History, Op, Outcome, Phase, VerdictRecord
@@ -38,6 +38,8 @@ __all__ = [
     "replies_match_baseline",
     "require",
     "requests_affected",
+    "statuses_in",
+    "stream_gaps_at_most",
     "stuck_before_router",
     "watchdog_fired",
 ]
@@ -407,6 +409,48 @@ def ended_as(outcome: Outcome, *, phase: Phase, why: str) -> Check:
             ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in other[:3])  # type: ignore[union-attr]
             return Verdict(vname, Status.UNKNOWN, f"{len(other)} of {len(ops)} did not ({why}): {ev}")
         return Verdict(vname, Status.PASS, f"all {len(ops)} ended {outcome.value}")
+
+    return check
+
+
+def stream_gaps_at_most(gap_s: float, *, phase: Phase, why: str) -> Check:
+    """In every stream of ``phase``, no two consecutive chunks are more than ``gap_s``
+    apart: its tokens kept flowing (whatever stalled elsewhere did not stall it). The wait
+    for the first chunk is not a gap: prefill and the transfer come before it."""
+
+    @_named(f"stream_gaps_at_most({gap_s:g}s, {Phase(phase).value}: {why})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        streams = [o for o in _scope(h, phase) if o.invoke.stream and len(o.chunks) >= 2]
+        if not streams:
+            return Verdict(vname, Status.UNKNOWN, f"no stream of phase {Phase(phase).value!r} with two chunks or more")
+        worst = [(max(b.t - a.t for a, b in zip(o.chunks, o.chunks[1:])), o) for o in streams]
+        over = [(g, o) for g, o in worst if g > gap_s]
+        if over:
+            ev = "; ".join(f"{_op_label(o)}: {g:.2f}s without a chunk" for g, o in over[:4])
+            return Verdict(vname, Status.FAIL, f"{len(over)} of {len(streams)} streams stalled: {ev}")
+        return Verdict(vname, Status.PASS, f"{len(streams)} streams, longest gap {max(g for g, _ in worst):.2f}s")
+
+    return check
+
+
+def statuses_in(allowed: Collection[int], *, phase: Phase, why: str) -> Check:
+    """Every request of ``phase`` was answered with an HTTP status in ``allowed``: e.g. a
+    request the client got wrong is refused with a 4xx, never a 5xx (which charges the
+    worker). A request with no status (it never got an answer) does not hold."""
+    shown = f"{min(allowed)}-{max(allowed)}" if isinstance(allowed, range) else ",".join(str(a) for a in sorted(allowed))
+
+    @_named(f"statuses_in({shown}, {Phase(phase).value}: {why})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = [o for o in _scope(h, phase) if o.complete is not None]
+        if not ops:
+            return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} completed")
+        bad = [o for o in ops if o.complete.status not in allowed]  # type: ignore[union-attr]
+        if bad:
+            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3])  # type: ignore[union-attr]
+            return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} outside {shown}: {ev}")
+        return Verdict(vname, Status.PASS, f"all {len(ops)} answered {sorted({o.complete.status for o in ops})}")  # type: ignore[union-attr]
 
     return check
 

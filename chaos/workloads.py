@@ -157,6 +157,22 @@ class Workload:
         send = lambda body: self.request(path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after)  # noqa: E731
         return InFlight(Background({str(i): (lambda b=b: send(b)) for i, b in enumerate(bodies)}), d.ends_within_s + 1)
 
+    def openai_background(self, texts: list[str], *, max_tokens: int, stream: bool = True, phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None) -> "InFlight":
+        """Like ``background``, through the official ``openai`` client (``chaos.openai_client``),
+        one client per request."""
+        from chaos.openai_client import OpenAIClient  # the openai package is only needed here
+
+        d = deadlines or self.deadlines
+
+        def send(text: str) -> Complete:
+            client = OpenAIClient(self.base_url, self.history, d, model=self.model)
+            try:
+                return client.chat(text, max_tokens=max_tokens, stream=stream, phase=phase)
+            finally:
+                client.close()
+
+        return InFlight(Background({str(i): (lambda t=t: send(t)) for i, t in enumerate(texts)}), d.ends_within_s + 1)
+
     def abort_storm(self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: Phase = Phase.FAULT) -> list[Complete]:
         """``n`` streams at once, each hung up by its client after ``after_events`` events."""
         bodies = [self.chat(f"a long story {i}", max_tokens=max_tokens, ignore_eos=True, stream=True) for i in range(n)]

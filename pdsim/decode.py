@@ -66,6 +66,9 @@ class DecodeEngine(Engine):
         self._last_aux: dict[str, Any] | None = None
         self._kv_server: asyncio.AbstractServer | None = None
         self._http: aiohttp.ClientSession | None = None
+        # ``bootstrap_call_blocks_decoding``: calls to prefill's bootstrap server hold the
+        # decode step, as a blocking call inside the scheduler would
+        self._step = asyncio.Lock()
 
     async def start(self) -> None:
         self._http = aiohttp.ClientSession()
@@ -186,7 +189,7 @@ class DecodeEngine(Engine):
                     del failures[addr]
             for addr in targets:
                 try:
-                    async with self._http.get(f"http://{addr}/health", timeout=_HEARTBEAT_TIMEOUT) as r:
+                    async with self._blocking_decoding(), self._http.get(f"http://{addr}/health", timeout=_HEARTBEAT_TIMEOUT) as r:
                         ok = r.status == 200
                 except (aiohttp.ClientError, asyncio.TimeoutError):
                     ok = False
@@ -202,6 +205,10 @@ class DecodeEngine(Engine):
                         self._drop_link(link, "heartbeat failed")
                     n = self._fail_rooms(addr, reason)
                     log_event("heartbeat", bootstrap_addr=addr, state="node_failure", affected=n, error=f"{reason}, {n} requests affected")
+
+    def _blocking_decoding(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Held around a call to a bootstrap server: it blocks decoding only with the defect."""
+        return self._step if self.cfg.has(Defect.BOOTSTRAP_CALL_BLOCKS_DECODING) else contextlib.nullcontext()
 
     # ---- kv server (prefill -> decode) ----------------------------------------------------
     async def _serve_kv(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -374,7 +381,8 @@ class DecodeEngine(Engine):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.cfg.tick_s)
                 continue
-            await asyncio.sleep(self.cfg.decode_s_per_step)
+            async with self._step:
+                await asyncio.sleep(self.cfg.decode_s_per_step)
             now = time.monotonic()
             for req in list(self.running):
                 if req.leaked or req.finish is not None:

@@ -26,6 +26,9 @@ class Defect(enum.Enum):
     CONTEXT_TRUNCATION = "context_truncation"
     SILENT_STREAM_END = "silent_stream_end"
     NO_HEARTBEAT = "no_heartbeat"
+    CLIENT_ERROR_AS_SERVER_ERROR = "client_error_as_server_error"
+    BOOTSTRAP_CALL_BLOCKS_DECODING = "bootstrap_call_blocks_decoding"
+    ERROR_EVENT_NOT_JSON = "error_event_not_json"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -140,7 +140,8 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
                 req.client_id = request.headers.get("x-request-id")
                 engine.submit(req)
             except (BadRequest, TypeError, ValueError) as exc:
-                return _json(error_body(endpoint, 400, str(exc)), status=400)
+                status = 500 if cfg.has(Defect.CLIENT_ERROR_AS_SERVER_ERROR) else 400
+                return _json(error_body(endpoint, status, str(exc)), status=status)
             try:
                 if req.stream:
                     return await _stream(request, engine, req)
@@ -196,7 +197,10 @@ async def _stream(request: web.Request, engine: Engine, req: Req) -> web.StreamR
         while True:
             update = await req.updates.get()
             if update.kind == "error":
-                if not silent:
+                if engine.cfg.has(Defect.ERROR_EVENT_NOT_JSON):
+                    await resp.write(f"data: Internal Server Error: {update.message}\n\n".encode())
+                    await resp.write(SSE_DONE)
+                elif not silent:
                     await resp.write(stream_abort_event(req, update.status, update.message))
                     await resp.write(SSE_DONE)
                 break

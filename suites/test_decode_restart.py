@@ -18,7 +18,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.client import Deadlines
 from chaos.history import Phase
-from chaos.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, PREFILL_TRANSFER_FAILED, ROUTER_INFLIGHT, Metric
+from chaos.pipeline import CIRCUIT_STATE, DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, PREFILL_TRANSFER_FAILED, ROUTER_INFLIGHT
 from chaos.targets.base import Capability
 from chaos.triggers import gauge
 
@@ -60,7 +60,6 @@ def test_decode_killed_mid_transfer_then_restarted_alone(scenario, workload, fau
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=held)
 
 
-CIRCUIT_STATE = Metric("router", "smg_worker_cb_state")  # 0 closed, 1 open, 2 half-open
 PREFILL_QUEUES = tuple(q for q in ENGINE_QUEUES if q.source == "prefill")
 
 

@@ -11,12 +11,12 @@ from chaos.ports import RUN_STRIDE
 OFFSETS = {
     "stack_cli": 3000,
     "interrupt": 4000,
-    "parallel": 5000,  # a pytest run with -n 2: RUN_STRIDE ports
-    "sglang": 5000 + RUN_STRIDE,
-    "sglang_embedded": 5000 + RUN_STRIDE + 100,
-    "compose_sglang": 7000,
-    "scenario": 7600,
-    "mutants": 8000,
+    "parallel": 5000,  # a serial run, then one with -n 2: two RUN_STRIDEs
+    "sglang": 5000 + 2 * RUN_STRIDE,
+    "sglang_embedded": 5100 + 2 * RUN_STRIDE,
+    "compose_sglang": 5200 + 2 * RUN_STRIDE,
+    "scenario": 5900 + 2 * RUN_STRIDE,
+    "mutants": 6600 + 2 * RUN_STRIDE,  # up to 6600 + 3 * RUN_STRIDE: below 32768 from the default base
 }
 
 

@@ -42,7 +42,7 @@ def _wait_or_explain(proc: subprocess.Popen[bytes], tmp_path: Path, timeout_s: f
 
 
 def _fault_active(tmp_path: Path) -> bool:
-    return any('"phase":"verified"' in p.read_text() for p in (tmp_path / "reports").rglob("history.jsonl"))
+    return any('"stage":"verified"' in p.read_text() for p in (tmp_path / "reports").rglob("history.jsonl"))
 
 
 def _stack_pids(tmp_path: Path) -> list[int]:

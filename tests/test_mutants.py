@@ -61,7 +61,7 @@ def test_known_issue(steady):
 def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     """A defect that only breaks the rig, or leaves a verdict unknown, is not killed; the
     report shows the call-phase rig error as an error, and the JSON names the killing verdict."""
-    from chaos.mutants import _run_one
+    from chaos.mutants import Killer, _run_one
 
     (tmp_path / "out").mkdir()
     suite = tmp_path / "test_rig_suite.py"
@@ -80,6 +80,10 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     assert not broken.killed and "TargetError" in broken.rig_error
     last = (tmp_path / "out" / "xfail_setup_breaks.log").read_text().splitlines()[-1]
     assert "1 error" in last and "xfailed" not in last, last
+    # a defect is killed only by the verdict written for it, not by another failing by chance
+    (tmp_path / "elsewhere").mkdir()
+    elsewhere = _run_one("breaks_a_verdict", port_base=port_base(pytestconfig, "mutants"), out_dir=tmp_path / "elsewhere", suites=str(suite), extra_args=["--rootdir", str(tmp_path)], timeout_s=120, killer=Killer(str(suite), "recovers"))
+    assert not elsewhere.killed and elsewhere.state.startswith("not killed (another verdict failed, not recovers: [FAIL] replies_match_baseline"), elsewhere.state
 
 
 def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():
@@ -91,3 +95,13 @@ def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():
     assert not matrix_ok([MutantResult("clean", True, ["t"], 1.0), killed])
     assert '"defect": "room_mixup"' in to_json([killed]) and '"tests_failed": [' in to_json([killed])
     assert "**SURVIVED**" in to_markdown([survived])
+    assert "| room_mixup | suites/test_concurrency_integrity.py | killed | [FAIL] replies_match_baseline |" in to_markdown([killed])
+
+
+def test_every_defect_has_its_scenario():
+    """The matrix refuses a defect without a named scenario; every named scenario exists."""
+    from chaos.mutants import KILLERS, defect_names
+    from chaos.tools import REPO_ROOT
+
+    assert set(defect_names()) == set(KILLERS)
+    assert all((REPO_ROOT / k.suite.split("::")[0]).is_file() for k in KILLERS.values())

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from chaos.mutants import parse_junit
+from chaos.ports import RUN_STRIDE
 from chaos.tools import REPO_ROOT
 from tests.ports import port_base
 
@@ -36,6 +37,6 @@ def _run(tmp_path: Path, name: str, port_base: int, *extra: str) -> tuple[dict[s
 def test_two_workers_agree_with_a_serial_run(tmp_path, pytestconfig):
     base = port_base(pytestconfig, "parallel")
     serial, serial_stacks = _run(tmp_path, "serial", base)
-    parallel, parallel_stacks = _run(tmp_path, "parallel", base + 1000, "-n", "2")
+    parallel, parallel_stacks = _run(tmp_path, "parallel", base + RUN_STRIDE, "-n", "2")
     assert parallel == serial and len(serial) == 6
     assert len(serial_stacks) == 1 and len(parallel_stacks) == 2  # one stack per worker, own ports

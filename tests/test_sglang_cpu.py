@@ -22,7 +22,10 @@ from chaos.targets.registry import TargetChoice
 from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
 from tests.ports import port_base
 
-pytestmark = pytest.mark.skipif(not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
+pytestmark = [
+    pytest.mark.skipif(not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`"),
+    pytest.mark.xdist_group("sglang"),  # one worker runs them all: one SGLang stack at a time
+]
 
 PROMPTS = ["The agent asked the router a question", "word " * 300 + "and then"]
 NEW_TOKENS = 16

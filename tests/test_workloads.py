@@ -20,7 +20,7 @@ LONG = {**CHAT, "max_tokens": 300, "stream": True}  # about 3 s of tokens
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("path, body", [("/v1/chat/completions", CHAT), ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4}})])
+@pytest.mark.parametrize("path, body", [("/v1/chat/completions", CHAT), ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}})])
 def test_ok(workload, path, body, stream):
     usage = {"stream_options": {"include_usage": True}} if stream and "messages" in body else {}
     reply = workload.request(path, {**body, "stream": stream, **usage})

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 from chaos.errors import ConfigError, FaultNotHealed
 from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
+from chaos.faults.engine_api import AbortAll
 from chaos.faults.network import ProxyDown, ToxicFault
 from chaos.faults.process import Freeze, Kill, Restart
 from chaos.history import FaultEvent, History, Stage, TriggerFired
@@ -110,6 +111,10 @@ class Faults:
     def by_clients(self, description: str):  # type: ignore[no-untyped-def]
         """Bracket chaos that the workload itself commits (hang-ups, abandoned requests)."""
         return self.apply(ClientFault(description))
+
+    def abort_all(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+        """Every request ``service`` holds aborted through its own ``/abort_request``."""
+        return self.apply(AbortAll(self.target, service), **kw)
 
     def kill(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
         return self.apply(Kill(self.target, service), **kw)

@@ -1,0 +1,107 @@
+"""The official ``openai`` Python client as a workload client, so that "a real client
+copes" is tested and not assumed.
+
+Each request is recorded as the rig's own client records one (``chaos.client``): an
+``Invoke``, a ``Chunk`` per stream event, and a ``Complete`` with exactly one outcome, here
+classified from what the openai client raised or returned. Its own retries are off (the
+scenario decides about retrying) and every deadline of ``Deadlines`` holds: connect and
+read through the client's timeout, total by a timer that closes the response.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import threading
+import time
+from typing import Any
+
+import httpx
+import openai
+
+from chaos.client import Deadlines, ending, trace_headers
+from chaos.history import Chunk, Complete, History, Invoke, Outcome, Phase
+
+__all__ = ["OpenAIClient", "classify_openai"]
+
+PATH = "/v1/chat/completions"
+
+
+def classify_openai(exc: Exception, *, got_chunk: bool) -> Outcome:
+    """The outcome an openai client exception means (before or after the first chunk)."""
+    if isinstance(exc, openai.APITimeoutError):
+        return Outcome.STALLED if got_chunk else Outcome.CLIENT_TIMEOUT
+    if isinstance(exc, openai.APIStatusError):
+        return Outcome.CLEAN_ERROR
+    if isinstance(exc, openai.APIConnectionError):
+        return Outcome.TRUNCATED if got_chunk else Outcome.CONNECTION_ERROR
+    if isinstance(exc, openai.APIError):  # an error event inside a stream: parseable, so clean
+        return Outcome.CLEAN_ERROR
+    return Outcome.TRUNCATED if got_chunk else Outcome.CONNECTION_ERROR
+
+
+class OpenAIClient:
+    """One ``openai.OpenAI`` against the target's client URL, recording into the history."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, base_url: str, history: History, deadlines: Deadlines, *, model: str) -> None:
+        self.history, self.deadlines, self.model = history, deadlines, model
+        d = deadlines
+        timeout = httpx.Timeout(min(d.read_s, d.total_s), connect=min(d.connect_s, d.total_s), pool=d.connect_s, write=d.connect_s)
+        self._client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="pd-chaos", timeout=timeout, max_retries=0)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def chat(self, text: str, *, max_tokens: int, stream: bool, phase: Phase = Phase.NONE) -> Complete:
+        """One chat completion, greedy and to ``max_tokens`` (SGLang's ``ignore_eos``);
+        recorded and returned as its ``Complete``."""
+        op = f"oa{next(self._ids)}"
+        messages = [{"role": "user", "content": text}]
+        context = hashlib.blake2b(json.dumps({"messages": messages, "max_tokens": max_tokens, "client": "openai"}, sort_keys=True).encode(), digest_size=8).hexdigest()
+        self.history.append(Invoke(self.history.now(), time.time(), op, PATH, stream, "", -1, context, phase))
+        end, first_byte = self._run(op, messages, max_tokens, stream)
+        return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
+
+    def _run(self, op: str, messages: list[dict[str, str]], max_tokens: int, stream: bool) -> tuple[dict[str, Any], float | None]:
+        d = self.deadlines
+        kw: dict[str, Any] = dict(model=self.model, messages=messages, max_tokens=max_tokens, temperature=0, extra_headers=trace_headers(op), extra_body={"ignore_eos": True})
+        text, finish, first_byte, usage = "", None, None, None
+        expired = threading.Event()
+        sent = time.monotonic()
+        try:
+            if not stream:
+                reply = self._client.chat.completions.create(**kw)
+                first_byte = self.history.now()
+                choice = reply.choices[0]
+                text, finish, usage = choice.message.content or "", choice.finish_reason, reply.usage
+            else:
+                events = self._client.chat.completions.create(**kw, stream=True, stream_options={"include_usage": True})
+                timer = threading.Timer(max(0.0, d.total_s - (time.monotonic() - sent)), lambda: (expired.set(), events.close()))
+                timer.daemon = True
+                timer.start()
+                try:
+                    for event in events:
+                        first_byte = first_byte if first_byte is not None else self.history.now()
+                        self.history.append(Chunk(self.history.now(), op, 1))
+                        usage = event.usage or usage
+                        for choice in event.choices:
+                            text += choice.delta.content or ""
+                            finish = choice.finish_reason or finish
+                finally:
+                    timer.cancel()
+        except Exception as exc:  # every openai or httpx error becomes exactly one outcome
+            if expired.is_set():
+                return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte
+            status = getattr(exc, "status_code", None)
+            return _end(classify_openai(exc, got_chunk=first_byte is not None), status=status, reply=text, error=f"{type(exc).__name__}: {exc}"[:500]), first_byte
+        if expired.is_set():
+            return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte
+        outcome = Outcome.OK if finish is not None else Outcome.TRUNCATED  # a stream that ended without a finish
+        return _end(outcome, status=200, reply=text, usage=usage, error="" if finish else "ended without a finish_reason"), first_byte
+
+
+def _end(outcome: Outcome, *, status: int | None = None, reply: str = "", error: str = "", usage: Any = None) -> dict[str, Any]:
+    return ending(outcome, status, reply, error, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))

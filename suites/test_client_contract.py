@@ -1,0 +1,38 @@
+"""Whatever the fault, what a client receives is well-formed, and a real client copes.
+
+Bug class: streams that end with no final event, or with an error event a client cannot
+parse, so that the client hangs, mis-reports, or crashes on a decode error instead of the
+server's message (llm-d#2433; openai-python #2722; SSE error events, sglang-omni PR #425).
+Fault model: every request decode holds is aborted through decode's own ``/abort_request``
+(``abort_all``) while streams of the rig's client and of the official ``openai`` client are
+mid-way; the trigger is decode running all of them. Verdicts: every request ends within its
+deadline, every failure is a clean error (a status, or a parseable error event) for both
+clients, and service recovers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.client import Deadlines
+from chaos.history import Phase
+from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.triggers import gauge
+
+pytestmark = [pytest.mark.fault("engine")]
+
+PER_CLIENT = 3
+LONG_REPLY = 500  # tokens: long enough to be mid-stream when the abort comes
+
+
+def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, faults, bounds):
+    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s, total_s=bounds.router_timeout_s)
+    scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))
+    ours = workload.background([workload.chat(f"tale {i}", max_tokens=LONG_REPLY, ignore_eos=True, stream=True) for i in range(PER_CLIENT)], deadlines=d)
+    theirs = workload.openai_background([f"fable {i}" for i in range(PER_CLIENT)], max_tokens=LONG_REPLY, deadlines=d)
+    with faults.abort_all("decode", when=gauge("decode", "num_running_reqs") >= 2 * PER_CLIENT):
+        ours.join()
+        theirs.join()
+    scenario.require(v.requests_affected(phase=Phase.FAULT, why="streams were decoding when decode aborted them"))
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
