@@ -36,11 +36,12 @@ def main() -> int:
             t0 = time.monotonic()
             subprocess.run([sys.executable, "-m", "pytest", args.suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=1800)
             walls.append(time.monotonic() - t0)
-            failed, verdict, passed = parse_junit(junit)
+            run = parse_junit(junit)
+            failed = run.verdict_failures + run.rig_errors
             for test in failed:
                 failures[test] += 1
-                first.setdefault(test, verdict)
-            print(f"run {i + 1}/{args.runs}: {passed} passed, {len(failed)} failed in {walls[-1]:.0f} s", flush=True)
+                first.setdefault(test, run.verdict or run.rig_error)
+            print(f"run {i + 1}/{args.runs}: {run.passed} passed, {len(failed)} failed or errored in {walls[-1]:.0f} s", flush=True)
     print(f"\n{args.runs} runs, {sum(failures.values())} failures, mean wall {sum(walls) / len(walls):.0f} s")
     for test, n in failures.most_common():
         print(f"  {n}/{args.runs}  {test}  {first[test][:160]}")

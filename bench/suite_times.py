@@ -1,8 +1,13 @@
-"""Wall time of the clean suite on a target, its five slowest tests, and (with --matrix) the
-kill matrix.
+"""Wall time of a pytest run and its slowest tests: the clean suites on a target (default),
+one selection of them from a fresh shell, the project's own tests as `make test` runs them,
+and (with --matrix) the kill matrix.
 
-Run: ``.venv/bin/python bench/suite_times.py [--target sglang-cpu] [--matrix]`` on an
-otherwise idle machine.
+Run on an otherwise idle machine:
+
+    .venv/bin/python bench/suite_times.py                          # the suites, embedded
+    .venv/bin/python bench/suite_times.py -k decode_restart        # one family, fresh process
+    .venv/bin/python bench/suite_times.py --tests                  # `make test`'s pytest run
+    .venv/bin/python bench/suite_times.py --target sglang-cpu --matrix
 """
 
 from __future__ import annotations
@@ -21,18 +26,23 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-k", dest="select", default="", help="a pytest -k expression")
+    ap.add_argument("--tests", action="store_true", help="time the project's tests as `make test` runs them (two workers)")
     ap.add_argument("--matrix", action="store_true", help="also time `pdchaos mutants`")
     ap.add_argument("--port-base", type=int, default=BASES["bench-suites"])
     ap.add_argument("--target", default="embedded", help="embedded (default) or sglang-cpu")
     args = ap.parse_args()
+    what = ["tests", "-n", "2", "--dist", "loadgroup"] if args.tests else ["suites", f"--target={args.target}"]
+    if args.select:
+        what += ["-k", args.select]
     with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp) / "suite.xml"
+        junit = Path(tmp) / "run.xml"
         t0 = time.monotonic()
-        rc = subprocess.run([sys.executable, "-m", "pytest", "suites", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}", f"--target={args.target}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=3600).returncode
+        rc = subprocess.run([sys.executable, "-m", "pytest", *what, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=3600).returncode
         wall = time.monotonic() - t0
         cases = sorted(((float(c.get("time", 0)), f"{c.get('classname')}::{c.get('name')}") for c in ET.parse(junit).getroot().iter("testcase")), reverse=True)
-    print(f"clean suite on {args.target}: {wall:.0f} s wall, {len(cases)} tests, pytest exit {rc}")
+    print(f"pytest {' '.join(what)}: {wall:.0f} s wall (process start to exit), {sum(s for s, _ in cases):.0f} s of test time, {len(cases)} tests, exit {rc}")
     for seconds, name in cases[:5]:
         print(f"  {seconds:6.1f} s  {name}")
     if args.matrix:

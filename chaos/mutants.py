@@ -126,7 +126,10 @@ def parse_junit(path: Path) -> JUnitRun:
         if problem.tag == "failure" and not marked and "VerdictFailed" in text and failed:
             killed.append(test)
             verdict = verdict or f"[FAIL] {failed.group(1).strip()}"
-            failed_verdicts += [f"[FAIL] {m.strip()}" for m in _FAILED_VERDICT.findall(problem.get("message") or "")]
+            # pytest cuts a long message to its first line; the element's text has them all
+            for found in _FAILED_VERDICT.findall(text):
+                if f"[FAIL] {found.strip()}" not in failed_verdicts:
+                    failed_verdicts.append(f"[FAIL] {found.strip()}")
         else:  # a setup error, a rig error in the body, or verdicts that were only unknown
             errors.append(test)
             unknown = _VERDICT.search(text) if "VerdictFailed" in text else None

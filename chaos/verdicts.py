@@ -147,6 +147,15 @@ def _scope(history: History, phase: Phase | None) -> list[Op]:
     return [op for op in history.ops() if phase is None or op.invoke.phase == phase]
 
 
+def _completed(history: History, phase: Phase) -> list[Op]:
+    """The requests of ``phase`` that completed (however they ended)."""
+    return [o for o in _scope(history, phase) if o.complete is not None]
+
+
+def _none_completed(phase: Phase) -> str:
+    return f"no request of phase {Phase(phase).value!r} completed"
+
+
 def every_request_terminal(*, within_s: float, phase: Phase | None = None) -> Check:
     """Every request completed, each within ``within_s`` of its invoke."""
 
@@ -382,9 +391,9 @@ def requests_affected(*, phase: Phase, why: str) -> Check:
     @_named(f"requests_affected({Phase(phase).value})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ops = [o for o in _scope(h, phase) if o.complete is not None]
+        ops = _completed(h, phase)
         if not ops:
-            return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} completed")
+            return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
         hit = [o for o in ops if o.outcome is not Outcome.OK]
         if not hit:
             return Verdict(vname, Status.UNKNOWN, f"all {len(ops)} requests succeeded: the fault came too late for its premise ({why})")
@@ -401,9 +410,9 @@ def ended_as(outcome: Outcome, *, phase: Phase, why: str) -> Check:
     @_named(f"ended_as({outcome.value}, {Phase(phase).value})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ops = [o for o in _scope(h, phase) if o.complete is not None]
+        ops = _completed(h, phase)
         if not ops:
-            return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} completed")
+            return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
         other = [o for o in ops if o.outcome is not outcome]
         if other:
             ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in other[:3])  # type: ignore[union-attr]
@@ -443,9 +452,9 @@ def statuses_in(allowed: Collection[int], *, phase: Phase, why: str) -> Check:
     @_named(f"statuses_in({shown}, {Phase(phase).value}: {why})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ops = [o for o in _scope(h, phase) if o.complete is not None]
+        ops = _completed(h, phase)
         if not ops:
-            return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} completed")
+            return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
         bad = [o for o in ops if o.complete.status not in allowed]  # type: ignore[union-attr]
         if bad:
             ev = "; ".join(f"{_op_label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3])  # type: ignore[union-attr]
