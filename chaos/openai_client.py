@@ -99,8 +99,11 @@ class OpenAIClient:
             return _end(classify_openai(exc, got_chunk=first_byte is not None), status=status, reply=text, error=f"{type(exc).__name__}: {exc}"[:500]), first_byte
         if expired.is_set():
             return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte
-        outcome = Outcome.OK if finish is not None else Outcome.TRUNCATED  # a stream that ended without a finish
-        return _end(outcome, status=200, reply=text, usage=usage, error="" if finish else "ended without a finish_reason"), first_byte
+        if finish == "abort":  # SGLang ends an aborted stream with this finish reason: an error the client can see
+            return _end(Outcome.CLEAN_ERROR, status=200, reply=text, usage=usage, error="finish_reason abort"), first_byte
+        if finish is None:  # a stream that ended without a finish
+            return _end(Outcome.TRUNCATED, status=200, reply=text, usage=usage, error="ended without a finish_reason"), first_byte
+        return _end(Outcome.OK, status=200, reply=text, usage=usage), first_byte
 
 
 def _end(outcome: Outcome, *, status: int | None = None, reply: str = "", error: str = "", usage: Any = None) -> dict[str, Any]:

@@ -296,6 +296,13 @@ def recovers(*, within_s: float) -> Check:
     return check
 
 
+def _divergence(got: str, want: str) -> str:
+    """Where a reply leaves its baseline: the first differing character, with a little of
+    each side from there (a reply can be right for pages and wrong after)."""
+    at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    return f"differs from char {at} of {len(want)}: got {got[at:at + 40]!r}, baseline {want[at:at + 40]!r}"
+
+
 def replies_match_baseline(*, baseline_phase: Phase = Phase.BASELINE) -> Check:
     """Every successful reply equals the fault-free baseline's reply to the same context."""
 
@@ -309,7 +316,7 @@ def replies_match_baseline(*, baseline_phase: Phase = Phase.BASELINE) -> Check:
             return Verdict(vname, Status.UNKNOWN, "no reply shares a context with the baseline")
         wrong = [(o, b) for o, b in pairs if o.complete.reply != b]  # type: ignore[union-attr]
         if wrong:
-            ev = "; ".join(f"{_op_label(o)} got {o.complete.reply[:40]!r}, baseline {b[:40]!r}" for o, b in wrong[:3])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} {_divergence(o.complete.reply, b)}" for o, b in wrong[:3])  # type: ignore[union-attr]
             return Verdict(vname, Status.FAIL, f"{len(wrong)} of {len(pairs)} replies differ from the baseline: {ev}")
         return Verdict(vname, Status.PASS, f"{len(pairs)} replies equal the baseline")
 

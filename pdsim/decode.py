@@ -69,6 +69,8 @@ class DecodeEngine(Engine):
         # ``bootstrap_call_blocks_decoding``: calls to prefill's bootstrap server hold the
         # decode step, as a blocking call inside the scheduler would
         self._step = asyncio.Lock()
+        # ``abort_frees_kv_mid_transfer``: when each room aborted mid-transfer freed its pages
+        self._freed_at: dict[str, float] = {}
 
     async def start(self) -> None:
         self._http = aiohttp.ClientSession()
@@ -237,6 +239,10 @@ class DecodeEngine(Engine):
                 elif header.get("type") == "KV_END":
                     break
             aux = dict(header.get("aux") or {})
+            if req not in self.transfer and self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER):
+                self._late_write(req, room, aux)  # the room was aborted and its pages handed on
+                await write_frame(writer, {"type": "ACK", "room": room})
+                return
             if received != expected:
                 await write_frame(writer, {"type": "ERR", "room": room, "reason": f"KV size mismatch {received} != {expected}"})
                 req.status.fail(f"KV size mismatch {received} != {expected}")
@@ -253,6 +259,22 @@ class DecodeEngine(Engine):
                 self._kv_conn.pop(req.rid, None)
             writer.close()
             self.wake()
+
+    def _late_write(self, aborted: Req, room: int, aux: dict[str, Any]) -> None:
+        """``abort_frees_kv_mid_transfer``: an aborted room's pages went back to the pool at
+        once while its transfer still wrote into them. Whichever request holds them when the
+        late bytes land (the newest one admitted since the abort and still alive) decodes
+        the rest of its reply from the aborted request's KV: another context's output."""
+        freed_at = self._freed_at.pop(aborted.rid, None)
+        alive = [r for r in (*self.transfer, *self.running) if freed_at is not None and r.stage_since >= freed_at and r.finish is None and not r.leaked]
+        victim = max(alive, key=lambda r: r.stage_since, default=None)
+        log_event("kv", bootstrap_room=room, state="late_write_into_freed_pages", rid=aborted.rid, landed_in=victim.room if victim else None)
+        if victim is None:
+            return
+        victim.digest = str(aux["digest"])
+        if victim.status.poll is KVPoll.WaitingForInput:
+            victim.output_ids = [int(aux["first_token"])]
+            victim.status.update(KVPoll.Success)
 
     def _maybe_mix_up(self, aux: dict[str, Any]) -> dict[str, Any]:
         """``room_mixup``: under concurrency, now and then hand out another room's KV."""
@@ -417,7 +439,10 @@ class DecodeEngine(Engine):
             self.prealloc.remove(req)
         elif req in self.transfer:
             req.status.fail(reason)
-            self._send_abort(req)
+            if self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER):  # the transfer runs on into freed pages
+                self._freed_at[req.rid] = time.monotonic()
+            else:
+                self._send_abort(req)
             self._leave_transfer(req)
             self.free(req.prompt_tokens + req.max_new_tokens)
         elif req in self.running:

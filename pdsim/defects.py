@@ -29,6 +29,7 @@ class Defect(enum.Enum):
     CLIENT_ERROR_AS_SERVER_ERROR = "client_error_as_server_error"
     BOOTSTRAP_CALL_BLOCKS_DECODING = "bootstrap_call_blocks_decoding"
     ERROR_EVENT_NOT_JSON = "error_event_not_json"
+    ABORT_FREES_KV_MID_TRANSFER = "abort_frees_kv_mid_transfer"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 
 import httpx
 import pytest
@@ -12,11 +13,12 @@ import pytest
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
+from chaos.history import TriggerFired
 from chaos.toxiproxy import Toxic
 from chaos.triggers import bytes_crossed, gauge, log_line
 
 
-def phases(history) -> list[str]:
+def stages(history) -> list[str]:
     return [f.stage.value for f in history.faults()]
 
 
@@ -32,7 +34,7 @@ def test_verification_catches_a_kill_that_did_nothing(stack, faults, history):
         with faults.apply(NoOpKill(stack, "decode")):
             pass
     assert stack.is_running("decode")
-    assert phases(history) == ["inject", "healed", "heal_verified"]
+    assert stages(history) == ["inject", "healed", "heal_verified"]
 
 
 def test_verification_catches_a_toxic_on_the_wrong_link(stack, faults):
@@ -51,7 +53,7 @@ def test_kill_is_verified_and_healed_by_a_restart(stack, faults, history):
     with faults.kill("decode"):
         assert not stack.is_running("decode")
     assert stack.is_running("decode") and stack.pid("decode") != old
-    assert phases(history) == ["inject", "verified", "healed", "heal_verified"]
+    assert stages(history) == ["inject", "verified", "healed", "heal_verified"]
 
 
 def test_freeze_is_healed_after_an_exception(stack, faults, history):
@@ -60,7 +62,7 @@ def test_freeze_is_healed_after_an_exception(stack, faults, history):
             assert stack.is_frozen("decode")
             raise RuntimeError("scenario blew up")
     assert not stack.is_frozen("decode")
-    assert phases(history)[-2:] == ["healed", "heal_verified"]
+    assert stages(history)[-2:] == ["healed", "heal_verified"]
 
 
 def test_toxic_is_healed_after_sigint(stack, faults):
@@ -118,3 +120,21 @@ def test_log_line_trigger(stack, faults, workload):
     cond = log_line(stack, "decode", r"state=running")
     workload.request("/generate", {"text": "log trigger", "sampling_params": {"max_new_tokens": 2}})
     assert "state=running" in faults.wait(cond, deadline_s=5)
+
+
+def test_until_heals_as_soon_as_its_condition_holds(history, sampler, faults):
+    t0 = time.monotonic()
+    with faults.latency("client_router", 10, until=gauge("router", "smg_worker_requests_active") <= 0, hold_s=10):
+        pass  # nothing in flight: the condition holds at the next sample
+    assert time.monotonic() - t0 < 3
+    assert stages(history)[-2:] == ["healed", "heal_verified"]
+    assert any(isinstance(r, TriggerFired) and r.trigger.startswith("heal once router:smg_worker_requests_active") for r in history.records)
+
+
+def test_until_that_never_holds_heals_after_hold_s_without_a_rig_error(history, sampler, faults):
+    t0 = time.monotonic()
+    with faults.latency("client_router", 10, until=gauge("router", "smg_worker_requests_active") > 1000, hold_s=1.0):
+        pass
+    assert 1.0 <= time.monotonic() - t0 < 3  # the verdicts judge what did not happen
+    assert stages(history)[-2:] == ["healed", "heal_verified"]
+    assert not any(isinstance(r, TriggerFired) and r.trigger.startswith("heal once") for r in history.records)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
+from chaos.history import Chunk, Complete, FaultEvent, History, Invoke, Outcome, Phase, Sample
 from chaos.pipeline import Metric
-from chaos.history import Complete, FaultEvent, History, Invoke, Outcome, Sample
 
 
 def op(h: History, name: str, t0: float, t1: float | None, outcome: Outcome = Outcome.OK, *, reply: str = "r", context: str = "", phase: str = "", agent: str = "", rnd: int = -1, prompt: int | None = None, error: str = "") -> None:
@@ -240,3 +240,50 @@ def test_no_leak_without_a_sample_before_the_fault_is_unknown():
     series(h, "decode", "num_decode_transfer_queue_reqs", [(1.5, 3.0), (2.5, 0.0), (3.0, 0.0)])
     check = v.no_leak(gauges=[("decode", "num_decode_transfer_queue_reqs")], within_s=2.0)
     assert status(check, h) is v.Status.UNKNOWN and "no sample before the fault" in check(h).message
+
+
+def test_statuses_in():
+    refused, charged = History(), History()
+    for h, status_code in ((refused, 400), (charged, 500)):
+        h.append(Invoke(0.0, 0.0, "a", "/v1/chat/completions", False, phase=Phase.FAULT))
+        h.append(Complete(0.5, 0.0, "a", Outcome.CLEAN_ERROR, status_code, "too long"))
+    check = v.statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error")
+    assert status(check, refused) is v.Status.PASS
+    assert status(check, charged) is v.Status.FAIL and "got 500" in check(charged).message
+    assert status(check, History()) is v.Status.UNKNOWN
+
+
+def test_stream_gaps_at_most():
+    flowing, stalled = History(), History()
+    for h, gap in ((flowing, 0.1), (stalled, 3.0)):
+        op(h, "s", 0.0, 5.0, phase="fault")
+        for t in (1.0, 1.1, 1.1 + gap, 1.2 + gap):
+            h.append(Chunk(t, "s", 10))
+    check = v.stream_gaps_at_most(1.5, phase=Phase.FAULT, why="test")
+    assert status(check, flowing) is v.Status.PASS
+    assert status(check, stalled) is v.Status.FAIL and "3.00s without a chunk" in check(stalled).message
+    assert status(check, History()) is v.Status.UNKNOWN
+
+
+def test_ended_as_is_a_premise():
+    abandoned, refused = History(), History()
+    op(abandoned, "a", 0, 1.0, Outcome.CLIENT_TIMEOUT, phase="fault")
+    op(refused, "a", 0, 0.1, Outcome.CLEAN_ERROR, phase="fault", error="503 model not found")
+    check = v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="in flight when abandoned")
+    assert status(check, abandoned) is v.Status.PASS
+    assert status(check, refused) is v.Status.UNKNOWN and "503 model not found" in check(refused).message  # never a fail: nothing was tested
+
+
+def test_a_wrong_reply_shows_where_it_leaves_its_baseline():
+    h = History()
+    op(h, "b", 0, 1, reply="amber basil cedar", context="c1", phase="baseline")
+    op(h, "f", 2, 3, reply="amber basil delta", context="c1", phase="fault")
+    message = v.replies_match_baseline()(h).message
+    assert "differs from char 12 of 17: got 'delta', baseline 'cedar'" in message, message
+
+
+def test_a_misspelt_phase_or_since_fails_at_once():
+    with pytest.raises(ValueError):
+        v.no_leak(gauges=[], within_s=1, since="heals")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        Invoke(0.0, 0.0, "a", "/p", False, phase="faults")  # type: ignore[arg-type]
