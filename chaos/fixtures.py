@@ -36,7 +36,10 @@ def seed(pytestconfig: pytest.Config) -> int:
 
 @pytest.fixture(scope="session")
 def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackFactory]:
-    factory = StackFactory(pytestconfig.stash[TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"))
+    # the worker this process is, if it is one (a pytest run inside a test inherits its
+    # parent's PYTEST_XDIST_WORKER but is no worker: its ports are where --port-base says)
+    worker = getattr(pytestconfig, "workerinput", {}).get("workerid", "gw0")
+    factory = StackFactory(pytestconfig.stash[TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"), worker=worker)
     try:
         yield factory
     finally:
@@ -101,16 +104,22 @@ def faults(stack: Target, history: History, sampler: Sampler) -> Iterator[Faults
                 client.close()
 
 
-@pytest.fixture
-def workload(stack: Target, history: History, seed: int) -> Workload:
-    """The test's client. The target must first serve a request (steady state), so that one
-    test's aftermath (say, an open circuit breaker) never leaks into the next test's verdicts."""
+def ensure_steady(stack: Target) -> str:
+    """Wait until the target serves a request (steady state), within its recovery bound, so
+    that one test's aftermath (say, an open circuit breaker) never leaks into the next one;
+    a target that does not is a ``TargetError``. Returns the served model's name."""
     model = served_model(stack.info)
-    scratch = Workload(stack.info.endpoints["client"], History(), seed, model=model)
+    scratch = Workload(stack.info.endpoints["client"], History(), 0, model=model)
     reply = scratch.probe_until_ok(within_s=Bounds.of(stack.info).recovery_s)
     if not reply.ok:
         raise TargetError(f"target not in steady state before the test: last probe {reply.outcome.value} {reply.error[:200]}")
-    return Workload(stack.info.endpoints["client"], history, seed, model=model)
+    return model
+
+
+@pytest.fixture
+def workload(stack: Target, history: History, seed: int) -> Workload:
+    """The test's client, once the target is steady (``ensure_steady``)."""
+    return Workload(stack.info.endpoints["client"], history, seed, model=ensure_steady(stack))
 
 
 @pytest.fixture

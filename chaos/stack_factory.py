@@ -22,9 +22,9 @@ class StackFactory:
     """Starts stacks of the chosen target on free ports with chosen overrides; stops all of
     them at the end. On an attached deployment it hands out that deployment, as it is."""
 
-    def __init__(self, choice: TargetChoice, port_base: int, state_root: Path) -> None:
+    def __init__(self, choice: TargetChoice, port_base: int, state_root: Path, *, worker: str | None = None) -> None:
         self.choice = choice
-        self._ports = PortAllocator(port_base)
+        self._ports = PortAllocator(port_base, worker)
         self._root = state_root
         self._stacks: list[Target] = []
 

@@ -68,6 +68,7 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
 
 @pytest.mark.skipif(not (REPO_ROOT / ".tools" / "sglang" / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
 @pytest.mark.xdist_group("sglang")  # with tests/test_sglang_cpu.py: one SGLang stack at a time
+@pytest.mark.timeout(400)  # real SGLang starts in its containers within the test
 def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconfig, tmp_path):
     """compose-sglang-cpu: the sglang-cpu engines as containers, driven by the compose
     target; a greedy request gets through smg and Toxiproxy; nothing is left."""

@@ -25,6 +25,7 @@ from tests.ports import port_base
 pytestmark = [
     pytest.mark.skipif(not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`"),
     pytest.mark.xdist_group("sglang"),  # one worker runs them all: one SGLang stack at a time
+    pytest.mark.timeout(400),  # the first test's budget includes starting real SGLang (about 85 s idle; more beside another worker)
 ]
 
 PROMPTS = ["The agent asked the router a question", "word " * 300 + "and then"]
