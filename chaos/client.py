@@ -16,14 +16,15 @@ import itertools
 import json
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import httpx
 
 from chaos.history import Chunk, Complete, History, Invoke, Outcome, Phase
 
-__all__ = ["CLOSE_S", "Client", "Deadlines", "classify_exception", "ending", "trace_headers"]
+__all__ = ["CLOSE_S", "Client", "Deadlines", "classify_exception", "context_of", "ending", "total_deadline", "trace_headers"]
 
 CLOSE_S = 1.0  # from a deadline's expiry to the request's record: closing the response, joining the thread
 
@@ -55,6 +56,25 @@ class Deadlines:
     def ends_within_s(self) -> float:
         """The latest a request under these deadlines is recorded as complete, from its send."""
         return self.total_s + CLOSE_S
+
+
+def context_of(request: dict[str, Any]) -> str:
+    """A digest of everything a request says that decides its reply: equal contexts must
+    get equal replies (``replies_match_baseline``)."""
+    return hashlib.blake2b(json.dumps(request, sort_keys=True).encode(), digest_size=8).hexdigest()
+
+
+@contextmanager
+def total_deadline(total_s: float, sent: float, close: Callable[[], object], expired: threading.Event) -> Iterator[None]:
+    """While inside: once ``total_s`` has passed since ``sent`` (monotonic), set ``expired``
+    and ``close`` the response, so that no read can outlive the request's total deadline."""
+    timer = threading.Timer(max(0.0, total_s - (time.monotonic() - sent)), lambda: (expired.set(), close()))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def classify_exception(exc: Exception, *, got_head: bool, stream: bool) -> Outcome:
@@ -159,7 +179,7 @@ class Client:
         that ends as ``client_timeout``, the client's own decision to stop waiting."""
         op = f"op{next(self._ids)}"
         stream = bool(body.get("stream"))
-        context = hashlib.blake2b(json.dumps({k: v for k, v in body.items() if k != "stream"}, sort_keys=True).encode(), digest_size=8).hexdigest()
+        context = context_of({k: v for k, v in body.items() if k != "stream"})
         self.history.append(Invoke(self.history.now(), time.time(), op, path, stream, agent, round, context, phase))
         end, first_byte = self._run(op, path, body, stream, hang_up_after)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
@@ -180,10 +200,7 @@ class Client:
         try:
             with self._http.stream("POST", path, json=body, timeout=timeout, headers=trace_headers(op)) as resp:
                 got_head = True
-                timer = threading.Timer(max(0.0, d.total_s - (time.monotonic() - sent)), lambda: (expired.set(), resp.close()))
-                timer.daemon = True
-                timer.start()
-                try:
+                with total_deadline(d.total_s, sent, resp.close, expired):
                     if resp.status_code >= 400:
                         raw = resp.read()
                         return ending(Outcome.CLEAN_ERROR, resp.status_code, error=_error_text(raw)), self.history.now()
@@ -208,8 +225,6 @@ class Client:
                             break
                         parse.event(json.loads(data), delta=True)
                     return parse.end(resp.status_code, stream=True), first_byte
-                finally:
-                    timer.cancel()
         except (httpx.HTTPError, ValueError) as exc:
             if expired.is_set() or (not got_head and isinstance(exc, httpx.ReadTimeout) and read_s == d.total_s):
                 return ending(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s"), first_byte

@@ -20,13 +20,12 @@ from chaos.reports.summary import result_of, write_test_report
 from chaos.run_report import add_result, outcome_of, run_dir
 from chaos.sampler import Sampler, metrics_urls
 from chaos.scenario import Scenario
-from chaos.session import SEED, TARGET
+from chaos.session import SEED, TARGET, xdist_worker
 from chaos.stack_factory import StackFactory
 from chaos.targets.base import Target
 from chaos.targets.bringup import served_model
 from chaos.toxiproxy import ToxiproxyClient
 from chaos.workloads import Workload
-
 
 
 @pytest.fixture(scope="session")
@@ -36,9 +35,8 @@ def seed(pytestconfig: pytest.Config) -> int:
 
 @pytest.fixture(scope="session")
 def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackFactory]:
-    # the worker this process is, if it is one (a pytest run inside a test inherits its
-    # parent's PYTEST_XDIST_WORKER but is no worker: its ports are where --port-base says)
-    worker = getattr(pytestconfig, "workerinput", {}).get("workerid", "gw0")
+    # ports per worker; a pytest run inside a test is no worker: its ports are where --port-base says
+    worker = xdist_worker(pytestconfig) or "gw0"
     factory = StackFactory(pytestconfig.stash[TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"), worker=worker)
     try:
         yield factory

@@ -10,9 +10,7 @@ read through the client's timeout, total by a timer that closes the response.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import threading
 import time
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import httpx
 import openai
 
-from chaos.client import Deadlines, ending, trace_headers
+from chaos.client import Deadlines, context_of, ending, total_deadline, trace_headers
 from chaos.history import Chunk, Complete, History, Invoke, Outcome, Phase
 
 __all__ = ["OpenAIClient", "classify_openai"]
@@ -60,7 +58,7 @@ class OpenAIClient:
         recorded and returned as its ``Complete``."""
         op = f"oa{next(self._ids)}"
         messages = [{"role": "user", "content": text}]
-        context = hashlib.blake2b(json.dumps({"messages": messages, "max_tokens": max_tokens, "client": "openai"}, sort_keys=True).encode(), digest_size=8).hexdigest()
+        context = context_of({"messages": messages, "max_tokens": max_tokens, "client": "openai"})
         self.history.append(Invoke(self.history.now(), time.time(), op, PATH, stream, "", -1, context, phase))
         end, first_byte = self._run(op, messages, max_tokens, stream)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
@@ -79,10 +77,7 @@ class OpenAIClient:
                 text, finish, usage = choice.message.content or "", choice.finish_reason, reply.usage
             else:
                 events = self._client.chat.completions.create(**kw, stream=True, stream_options={"include_usage": True})
-                timer = threading.Timer(max(0.0, d.total_s - (time.monotonic() - sent)), lambda: (expired.set(), events.close()))
-                timer.daemon = True
-                timer.start()
-                try:
+                with total_deadline(d.total_s, sent, events.close, expired):
                     for event in events:
                         first_byte = first_byte if first_byte is not None else self.history.now()
                         self.history.append(Chunk(self.history.now(), op, 1))
@@ -90,8 +85,6 @@ class OpenAIClient:
                         for choice in event.choices:
                             text += choice.delta.content or ""
                             finish = choice.finish_reason or finish
-                finally:
-                    timer.cancel()
         except Exception as exc:  # every openai or httpx error becomes exactly one outcome
             if expired.is_set():
                 return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte

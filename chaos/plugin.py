@@ -25,7 +25,6 @@ from chaos.targets.registry import TARGETS, TargetChoice
 
 pytest_plugins = ["chaos.run_report", "chaos.fixtures"]  # in import order: fixtures imports run_report
 
-
 MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client, engine, load)",
     "needs(*capabilities): capabilities the target must have (proxied_client, proxied_kv, "
@@ -42,8 +41,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", BASES["pytest"])), help=f"first port of the range the session's stacks use (default {BASES['pytest']})")
     group.addoption("--stop-at-verdict", action="store_true", help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x")
     group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
-
-
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -18,34 +18,26 @@ import pytest
 
 from chaos.errors import RigError
 from chaos.reports.summary import write_run_summary
-from chaos.session import SEED
+from chaos.session import SEED, xdist_worker
 from chaos.verdicts import VerdictFailed
 
 __all__ = ["RIG_ERROR", "add_result", "outcome_of", "rig_error", "run_dir"]
 
+_RUN_DIR = pytest.StashKey[Path]()
+_RESULTS = pytest.StashKey[list]()
+_PHASES = pytest.StashKey[dict]()
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RESULTS] = []
-    if not _is_worker(config) and getattr(config.option, "xmlpath", None) is None:
+    if xdist_worker(config) is None and getattr(config.option, "xmlpath", None) is None:
         config.option.xmlpath = str(run_dir(config) / "junit.xml")
-
-
-def _is_worker(config: pytest.Config) -> bool:
-    """Whether this process is an xdist worker (not merely started by one: a pytest run
-    inside a test inherits its parent's ``PYTEST_XDIST_WORKER``)."""
-    return hasattr(config, "workerinput")
 
 
 def add_result(config: pytest.Config, result: dict[str, Any]) -> None:
     """One test's result (``chaos.reports.summary.result_of``), for the run's summary."""
     config.stash[_RESULTS].append(result)
-
-
-_RUN_DIR = pytest.StashKey[Path]()
-_RESULTS = pytest.StashKey[list]()
-_PHASES = pytest.StashKey[dict]()
 
 
 def run_dir(config: pytest.Config) -> Path:
@@ -129,7 +121,7 @@ def _results(config: pytest.Config) -> list[dict[str, Any]]:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if _is_worker(config):
+    if xdist_worker(config) is not None:
         return
     results = _results(config)
     if not results:

@@ -1,5 +1,6 @@
 """What a pytest session decides once, at configure, and every part of the plugin reads:
-the target under test and the seed of every random choice (pytest stash keys)."""
+the target under test and the seed of every random choice (pytest stash keys), and which
+xdist worker it is, if any."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import pytest
 
 from chaos.targets.registry import TargetChoice
 
-__all__ = ["SEED", "TARGET"]
+__all__ = ["SEED", "TARGET", "xdist_worker"]
 
 SEED = pytest.StashKey[int]()
 TARGET = pytest.StashKey[TargetChoice]()
+
+
+def xdist_worker(config: pytest.Config) -> str | None:
+    """This process's xdist worker id ("gw0", ...), or None when it is none: a pytest run
+    started inside a test inherits its parent's ``PYTEST_XDIST_WORKER`` but is no worker."""
+    return getattr(config, "workerinput", {}).get("workerid")

@@ -20,7 +20,7 @@ from chaos.history import History, Phase, TriggerFired
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
 
-__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "quiet", "requests_done", "wait_for"]
+__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "poll_for", "quiet", "requests_done", "wait_for"]
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,9 @@ def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Co
     return Condition(f"{n} requests done" + (f" in phase {phase}" if phase else ""), check)
 
 
-def wait_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s: float) -> str:
-    """Block until ``cond`` holds; record and return the value that made it fire."""
+def poll_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s: float, label: str = "") -> tuple[bool, str]:
+    """Wait until ``cond`` holds or ``deadline_s`` passes: (held, the value last seen). A
+    firing is recorded in the history, named ``label`` (default: the condition)."""
     seen = ["never sampled"]
     armed = history.now()
 
@@ -120,7 +121,15 @@ def wait_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s:
         seen[0] = value
         return ok
 
-    if not sampler.poll(holds, timeout_s=deadline_s):
-        raise TriggerTimeout(f"trigger '{cond.describe}' did not fire within {deadline_s:g}s (last value: {seen[0]})")
-    history.append(TriggerFired(history.now(), cond.describe, seen[0]))
-    return seen[0]
+    held = sampler.poll(holds, timeout_s=deadline_s)
+    if held:
+        history.append(TriggerFired(history.now(), label or cond.describe, seen[0]))
+    return held, seen[0]
+
+
+def wait_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s: float) -> str:
+    """Block until ``cond`` holds; record and return the value that made it fire."""
+    held, value = poll_for(cond, sampler, history, deadline_s=deadline_s)
+    if not held:
+        raise TriggerTimeout(f"trigger '{cond.describe}' did not fire within {deadline_s:g}s (last value: {value})")
+    return value

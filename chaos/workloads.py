@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
@@ -59,6 +60,11 @@ class InFlight:
 
     runner: Background
     bound_s: float
+
+    @classmethod
+    def start(cls, sends: list[Callable[[], Complete]], deadlines: Deadlines) -> "InFlight":
+        """Each send on its own thread at once; ``join`` is bounded by their deadlines."""
+        return cls(Background({str(i): send for i, send in enumerate(sends)}), deadlines.ends_within_s + 1)
 
     def join(self) -> list[Complete]:
         done = self.runner.join(self.bound_s)
@@ -154,8 +160,7 @@ class Workload:
         """Send every body at once, each on its own connection, in the background: requests
         in flight while a fault happens. ``join()`` waits for them, bounded by their deadlines."""
         d = deadlines or self.deadlines
-        send = lambda body: self.request(path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after)  # noqa: E731
-        return InFlight(Background({str(i): (lambda b=b: send(b)) for i, b in enumerate(bodies)}), d.ends_within_s + 1)
+        return InFlight.start([partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies], d)
 
     def openai_background(self, texts: list[str], *, max_tokens: int, stream: bool = True, phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None) -> "InFlight":
         """Like ``background``, through the official ``openai`` client (``chaos.openai_client``),
@@ -171,7 +176,7 @@ class Workload:
             finally:
                 client.close()
 
-        return InFlight(Background({str(i): (lambda t=t: send(t)) for i, t in enumerate(texts)}), d.ends_within_s + 1)
+        return InFlight.start([partial(send, text) for text in texts], d)
 
     def abort_storm(self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: Phase = Phase.FAULT) -> list[Complete]:
         """``n`` streams at once, each hung up by its client after ``after_events`` events."""

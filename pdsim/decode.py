@@ -209,7 +209,8 @@ class DecodeEngine(Engine):
                     log_event("heartbeat", bootstrap_addr=addr, state="node_failure", affected=n, error=f"{reason}, {n} requests affected")
 
     def _blocking_decoding(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        """Held around a call to a bootstrap server: it blocks decoding only with the defect."""
+        """Held around a decode step and a call to a bootstrap server: with the defect they
+        exclude each other, as a blocking call inside the scheduler would; otherwise a no-op."""
         return self._step if self.cfg.has(Defect.BOOTSTRAP_CALL_BLOCKS_DECODING) else contextlib.nullcontext()
 
     # ---- kv server (prefill -> decode) ----------------------------------------------------
@@ -265,8 +266,8 @@ class DecodeEngine(Engine):
         once while its transfer still wrote into them. Whichever request holds them when the
         late bytes land (the newest one admitted since the abort and still alive) decodes
         the rest of its reply from the aborted request's KV: another context's output."""
-        freed_at = self._freed_at.pop(aborted.rid, None)
-        alive = [r for r in (*self.transfer, *self.running) if freed_at is not None and r.stage_since >= freed_at and r.finish is None and not r.leaked]
+        freed_at = self._freed_at.pop(aborted.rid, float("inf"))  # never freed: no page to share
+        alive = [r for r in (*self.transfer, *self.running) if r.stage_since >= freed_at and r.finish is None and not r.leaked]
         victim = max(alive, key=lambda r: r.stage_since, default=None)
         log_event("kv", bootstrap_room=room, state="late_write_into_freed_pages", rid=aborted.rid, landed_in=victim.room if victim else None)
         if victim is None:
@@ -403,7 +404,7 @@ class DecodeEngine(Engine):
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.cfg.tick_s)
                 continue
-            async with self._step:
+            async with self._blocking_decoding():
                 await asyncio.sleep(self.cfg.decode_s_per_step)
             now = time.monotonic()
             for req in list(self.running):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
 
@@ -92,28 +90,12 @@ def test_conversations_grow_their_context_and_are_reproducible(workload, history
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_total_deadline_holds_against_a_server_that_never_answers(stream):
+def test_total_deadline_holds_against_a_server_that_never_answers(stream, silent_server):
     """The seed incident's client, inside our own: a server accepts the connection and never
     sends a head. The request must end as client_timeout at total_s, not at stall_s."""
-    held: list[socket.socket] = []
-    done = threading.Event()
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        server.settimeout(5)
-
-        def accept() -> None:
-            with contextlib.suppress(OSError):
-                held.append(server.accept()[0])
-            done.wait(10)  # hold the connection, say nothing
-
-        t = threading.Thread(target=accept, daemon=True)
-        t.start()
-        w = Workload(f"http://127.0.0.1:{server.getsockname()[1]}", History(), 1, MODEL, deadlines=Deadlines(read_s=60, stall_s=60, total_s=1.5))
-        t0 = time.monotonic()
-        reply = w.request("/v1/chat/completions", w.chat("hello?", max_tokens=2, stream=stream))
-        took = time.monotonic() - t0
-        done.set()
-        t.join(timeout=5)
-        for c in held:
-            c.close()
+    w = Workload(silent_server, History(), 1, MODEL, deadlines=Deadlines(read_s=60, stall_s=60, total_s=1.5))
+    t0 = time.monotonic()
+    reply = w.request("/v1/chat/completions", w.chat("hello?", max_tokens=2, stream=stream))
+    took = time.monotonic() - t0
     assert reply.outcome is Outcome.CLIENT_TIMEOUT and "total deadline 1.5s" in reply.error, reply
     assert 1.5 <= took < 3.0, took

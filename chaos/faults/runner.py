@@ -21,11 +21,11 @@ from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll
 from chaos.faults.network import ProxyDown, ToxicFault
 from chaos.faults.process import Freeze, Kill, Restart
-from chaos.history import FaultEvent, History, Stage, TriggerFired
+from chaos.history import FaultEvent, History, Stage
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
-from chaos.triggers import Condition, wait_for
+from chaos.triggers import Condition, poll_for, wait_for
 
 __all__ = ["Faults"]
 
@@ -63,21 +63,10 @@ class Faults:
             fault.inject()
             self._record(fid, Stage.VERIFIED, fault, fault.verify())
             yield fault
-            if until is not None:
-                self._hold(until, hold_s)
+            if until is not None:  # a condition that never holds is for the verdicts, not a rig error
+                poll_for(until, self.sampler, self.history, deadline_s=hold_s, label=f"heal once {until.describe}")
         finally:
             self._heal(fid, fault)
-
-    def _hold(self, until: Condition, hold_s: float) -> None:
-        armed = self.history.now()
-        seen = [""]
-
-        def holds() -> bool:
-            ok, seen[0] = until.check(self.sampler, armed)
-            return ok
-
-        if self.sampler.poll(holds, timeout_s=hold_s):
-            self.history.append(TriggerFired(self.history.now(), f"heal once {until.describe}", seen[0]))
 
     def _heal(self, fid: str, fault: Fault) -> None:
         if (fid, fault) not in self._active:
