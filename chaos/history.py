@@ -130,7 +130,7 @@ class FaultEvent:
 @dataclass(frozen=True)
 class Sample:
     t: float
-    source: str  # prefill | decode | router | toxiproxy
+    source: str  # prefill | decode | router | toxiproxy | health
     values: dict[str, float]
     kind: str = "sample"
 

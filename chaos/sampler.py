@@ -6,6 +6,10 @@ prometheus_client's. Values are summed over label sets, keyed by the metric name
 its ``sglang:`` prefix (engines) or as-is (router, Toxiproxy). A failed scrape records
 nothing: missing data stays missing, never zero.
 
+A scenario may also watch engines' ``/health`` (``watch_health``) as a health checker sees
+it: the ``health`` source holds, per service, 1 for a 200, 0 for any other answer; a probe
+that got no answer in time leaves its service out of the sample (no answer is not an answer).
+
 A real SGLang engine's ``/metrics`` queue gauges move only when decode logs a batch, so an
 engine that serves ``/v1/loads`` (the stack's ``<engine>_loads`` endpoint) is read there
 too, in the same sample: its live counts (``sglang_disagg_decode_transfer_queue_reqs``)
@@ -23,10 +27,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.history import History, Sample
 
-__all__ = ["Sampler", "parse_metrics"]
+__all__ = ["HEALTH", "Sampler", "parse_metrics"]
 
 DEFAULT_INTERVAL_S = 0.1
 _SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
+HEALTH = "health"  # the source of /health probes (watch_health)
+# smg's health check timeout; SGLang 0.5.23's /health runs a 1-token generate, so takes 1 s at least
+_HEALTH_TIMEOUT = httpx.Timeout(5.0, connect=0.25)
 # What health checkers (Compose, load balancers, smg itself) ask for: not serving traffic.
 PROBE_PATHS = frozenset({"/health", "/readiness", "/liveness", "/health_generate", "/metrics", "/server_info", "/model_info", "/get_server_info", "/get_model_info"})
 # Older SGLang names the prefill bootstrap queue gauge differently: read both as one.
@@ -87,15 +94,30 @@ class Sampler:
         self._new = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._clients = {name: httpx.Client(timeout=_SCRAPE_TIMEOUT) for name in urls}
+        self._health_urls: dict[str, str] = {}
 
     def start(self) -> "Sampler":
         """One thread per source, so that a frozen engine (every scrape a timeout) never
         slows the sampling of the others."""
         for name in self.urls:
-            t = threading.Thread(target=self._run, args=(name,), name=f"pdchaos-sampler-{name}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            self._spawn(name, self._scrape)
         return self
+
+    def watch_health(self, urls: dict[str, str]) -> None:
+        """Probe each service's ``/health`` (service -> base URL) from now on, into the
+        ``health`` source. Opt-in: the engines log every probe."""
+        if HEALTH in self._clients:
+            raise ValueError("health is already watched")
+        self._health_urls = dict(urls)
+        # a fresh connection each probe: a checker's kept-alive socket could outlive the process it asks
+        self._clients[HEALTH] = httpx.Client(timeout=_HEALTH_TIMEOUT, limits=httpx.Limits(max_keepalive_connections=0))
+        self.failures[HEALTH] = []
+        self._spawn(HEALTH, self._probe_health)
+
+    def _spawn(self, name: str, read: Callable[[str], None]) -> None:
+        t = threading.Thread(target=self._run, args=(name, read), name=f"pdchaos-sampler-{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
 
     def stop(self) -> None:
         self._stop.set()
@@ -121,16 +143,28 @@ class Sampler:
         except (httpx.HTTPError, ValueError):
             self.failures[name].append(t)
             return
-        sample = Sample(t, name, values)
+        self._add(Sample(t, name, values))
+
+    def _probe_health(self, name: str) -> None:
+        t = self.history.now()
+        values: dict[str, float] = {}
+        for service, url in self._health_urls.items():
+            try:
+                values[service] = 1.0 if self._clients[name].get(url + "/health").status_code == 200 else 0.0
+            except httpx.HTTPError:
+                self.failures[name].append(t)
+        self._add(Sample(t, name, values))
+
+    def _add(self, sample: Sample) -> None:
         self.history.append(sample)
         with self._new:
-            self._latest[name] = sample
+            self._latest[sample.source] = sample
             self._new.notify_all()
 
-    def _run(self, name: str) -> None:
+    def _run(self, name: str, read: Callable[[str], None]) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            self._scrape(name)
+            read(name)
             next_at = max(next_at + self.interval_s, time.monotonic())  # a slow scrape skips, never bursts
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 

@@ -27,7 +27,7 @@ from chaos.history import History, Phase
 from chaos.pipeline import Metric
 from chaos.sampler import Sampler
 from chaos.targets.base import Capability, Target
-from chaos.triggers import Signal, gauge
+from chaos.triggers import Condition, Signal, gauge, log_line
 from chaos.workloads import Workload
 
 __all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "Scenario", "NoVerdict"]
@@ -75,6 +75,11 @@ class Scenario:
         self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
         self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
 
+    def watch_health(self, *services: str) -> None:
+        """Probe these engines' ``/health`` from now on, as a checker would
+        (``v.health_tells_truth`` judges what they said)."""
+        self.sampler.watch_health({s: self.target.info.endpoints[s] for s in services})
+
     def has(self, capability: Capability) -> bool:
         """Whether the target has a capability (a bound may depend on it)."""
         return capability in self.target.capabilities
@@ -91,6 +96,11 @@ class Scenario:
         """How many requests smg has at one worker: prompt on every engine (unlike SGLang's
         own queue gauges), so scenarios that hold an engine trigger on it."""
         return gauge(*self.at_worker(REQUESTS_AT_WORKER, service))
+
+    def logs(self, service: str, pattern: str) -> Condition:
+        """Holds once ``service`` logs a line matching ``pattern`` from now on: for what an
+        engine says and no gauge shows (decode giving a prefill up, say)."""
+        return log_line(self.target, service, pattern)
 
     def conclude(self, *, body_failed: bool) -> list[v.Verdict]:
         """Judge the declared verdicts and record them. Raises ``VerdictFailed`` if one did

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Iterable
 
 from chaos.errors import PremiseNotMet
-from chaos.history import History, Op, Outcome, Phase, VerdictRecord
+from chaos.history import History, Op, Outcome, Phase, Sample, VerdictRecord
 from chaos.pipeline import Metric
+from chaos.sampler import HEALTH
 
 __all__ = [
     "Check",
@@ -30,6 +31,9 @@ __all__ = [
     "expect",
     "failed_requests_are_clean",
     "gauge_stays_at_most",
+    "open_at_fault",
+    "health_tells_truth",
+    "not_ready_before_gone",
     "no_leak",
     "outcomes_in",
     "raise_unless_passed",
@@ -429,6 +433,26 @@ def ended_as(outcome: Outcome, *, phase: Phase, why: str) -> Check:
     return check
 
 
+def open_at_fault(*, phase: Phase, why: str) -> Check:
+    """Premise: every request of ``phase`` was sent before the fault began and ended after
+    it: the fault met them open (a SIGTERM that came once they were done tested nothing)."""
+
+    @_named(f"open_at_fault({Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        start = h.first_fault_t()
+        ops = _completed(h, phase)
+        if start is None or not ops:
+            return Verdict(vname, Status.UNKNOWN, "no fault in the history" if start is None else _none_completed(phase))
+        closed = [o for o in ops if not o.invoke.t < start < o.complete.t]  # type: ignore[union-attr]
+        if closed:
+            ev = "; ".join(f"{_op_label(o)} ended at t={o.complete.t:.2f}s" for o in closed[:3])  # type: ignore[union-attr]
+            return Verdict(vname, Status.UNKNOWN, f"{len(closed)} of {len(ops)} were not open at the fault (t={start:.2f}s; {why}): {ev}")
+        return Verdict(vname, Status.PASS, f"all {len(ops)} open at the fault")
+
+    return check
+
+
 def stream_gaps_at_most(gap_s: float, *, phase: Phase, why: str) -> Check:
     """In every stream of ``phase``, no two consecutive chunks are more than ``gap_s``
     apart: its tokens kept flowing (whatever stalled elsewhere did not stall it). The wait
@@ -446,6 +470,64 @@ def stream_gaps_at_most(gap_s: float, *, phase: Phase, why: str) -> Check:
             ev = "; ".join(f"{_op_label(o)}: {g:.2f}s without a chunk" for g, o in over[:4])
             return Verdict(vname, Status.FAIL, f"{len(over)} of {len(streams)} streams stalled: {ev}")
         return Verdict(vname, Status.PASS, f"{len(streams)} streams, longest gap {max(g for g, _ in worst):.2f}s")
+
+    return check
+
+
+def health_tells_truth(service: str, *, phase: Phase) -> Check:
+    """A 200 from ``service``'s ``/health`` means it serves: no request of ``phase`` failed
+    while the latest probe before its end said healthy (a decode healthy to every checker
+    while it can serve nothing: #32652, #31144). Needs ``scenario.watch_health(service)``.
+    What /health said during the fault is shown, not judged: an engine whose link to its
+    peer is down is itself alive, and SGLang's /health does not look at the link."""
+
+    @_named(f"health_tells_truth({service}, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        said = h.series(HEALTH, service)
+        if not said:
+            return Verdict(vname, Status.UNKNOWN, f"no answer from {service}'s /health was sampled (scenario.watch_health)")
+        ops = _completed(h, phase)
+        if not ops:
+            return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
+
+        def healthy_at(t: float) -> bool:
+            before = [val for ts, val in said if ts <= t]
+            return bool(before) and before[-1] == 1.0
+
+        lies = [o for o in ops if o.outcome is not Outcome.OK and healthy_at(o.complete.t)]  # type: ignore[union-attr]
+        fault, heal = h.first_fault_t(), h.last_heal_t()
+        during = [val for t, val in said if fault is not None and heal is not None and fault <= t <= heal]
+        shown = f"; during the fault it said 200 in {sum(1 for val in during if val == 1.0)} of {len(during)} answers" if during else ""
+        if lies:
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in lies[:3])  # type: ignore[union-attr]
+            return Verdict(vname, Status.FAIL, f"{len(lies)} of {len(ops)} failed while {service}'s /health said 200: {ev}{shown}")
+        return Verdict(vname, Status.PASS, f"{len(ops)} requests, none failed while /health said 200{shown}")
+
+    return check
+
+
+def not_ready_before_gone(service: str) -> Check:
+    """Once the fault began (a SIGTERM), ``service``'s /health answered non-200 before it
+    stopped answering at all: readiness fails while it still serves, so a load balancer
+    stops sending it work before its port goes dark (smg #876, three-phase shutdown).
+    Needs ``scenario.watch_health(service)``."""
+
+    @_named(f"not_ready_before_gone({service})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        start = h.first_fault_t()
+        if start is None:
+            return Verdict(vname, Status.UNKNOWN, "no fault in the history")
+        probes = [p for p in h.of(Sample) if p.source == HEALTH and p.t >= start]
+        unready = next((p.t for p in probes if p.values.get(service) == 0.0), None)
+        gone = next((p.t for p in probes if service not in p.values), None)
+        if unready is not None and (gone is None or unready < gone):
+            shown = f", no answer from +{gone - start:.2f}s" if gone is not None else ""
+            return Verdict(vname, Status.PASS, f"/health answered non-200 from +{unready - start:.2f}s{shown}")
+        if gone is not None:
+            return Verdict(vname, Status.FAIL, f"/health went from 200 to no answer at +{gone - start:.2f}s, never saying it was not ready")
+        return Verdict(vname, Status.UNKNOWN, f"{len(probes)} /health probes after the fault, none answered non-200 or went unanswered")
 
     return check
 

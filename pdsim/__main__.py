@@ -1,8 +1,10 @@
-"""``python -m pdsim --mode prefill|decode --port N ...``: run one engine until SIGTERM."""
+"""``python -m pdsim --mode prefill|decode --port N ...``: run one engine until SIGTERM,
+then drain as SGLang does (/health 503, the requests taken finish) and stop."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 
@@ -10,10 +12,13 @@ from aiohttp import web
 
 from pdsim.config import EngineConfig, Mode, config_from_args
 from pdsim.decode import DecodeEngine
+from pdsim.defects import Defect
 from pdsim.engine import Engine
 from pdsim.prefill import PrefillEngine
 from pdsim.reqlog import configure, log_event
 from pdsim.server import build_app
+
+DRAIN_TIMEOUT_S = 60.0  # the longest a SIGTERMed engine waits for its requests (SGLang: no bound)
 
 
 async def _serve(cfg: EngineConfig) -> None:
@@ -36,7 +41,12 @@ async def _serve(cfg: EngineConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    log_event("engine", state="stopping", mode=cfg.mode.value)
+    if cfg.has(Defect.SIGTERM_CUTS_STREAMS):
+        log_event("engine", state="exiting", mode=cfg.mode.value, open_requests=len(engine.reqs))
+        os._exit(0)  # the defect: gone at once, every open stream cut without a final event
+    log_event("engine", state="draining", mode=cfg.mode.value, open_requests=len(engine.reqs))
+    drained = await engine.drain(timeout_s=DRAIN_TIMEOUT_S)
+    log_event("engine", state="stopping", mode=cfg.mode.value, drained=drained)
     for runner in runners:
         await runner.cleanup()
     await engine.stop()

@@ -60,6 +60,7 @@ class DecodeEngine(Engine):
         self.links: dict[str, PrefillLink] = {}
         self._fetching: dict[str, int] = {}  # addr -> attempts made; present while a fetch runs
         self._fetch_failed: set[str] = set()
+        self._given_up: set[str] = set()  # ``lost_prefill_never_retried``: prefills the heartbeat lost, for good
         self._transfer_by_room: dict[int, Req] = {}
         self._kv_conn: dict[str, asyncio.StreamWriter] = {}
         self._completions = 0
@@ -206,6 +207,8 @@ class DecodeEngine(Engine):
                     if link is not None:
                         self._drop_link(link, "heartbeat failed")
                     n = self._fail_rooms(addr, reason)
+                    if self.cfg.has(Defect.LOST_PREFILL_NEVER_RETRIED):
+                        self._given_up.add(addr)
                     log_event("heartbeat", bootstrap_addr=addr, state="node_failure", affected=n, error=f"{reason}, {n} requests affected")
 
     def _blocking_decoding(self) -> contextlib.AbstractAsyncContextManager[Any]:
@@ -317,6 +320,9 @@ class DecodeEngine(Engine):
                 self._fail(req, "Decode handshake failed")
                 continue
             addr = req.bootstrap_addr
+            if addr in self._given_up:  # the defect: no new connection to a prefill once lost
+                req.status.fail(f"Lost connection with prefill instance (bootstrap_addr: {addr})")
+                continue
             link = self.links.get(addr)
             if link is None:
                 if addr in self._fetch_failed:

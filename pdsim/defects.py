@@ -30,6 +30,8 @@ class Defect(enum.Enum):
     BOOTSTRAP_CALL_BLOCKS_DECODING = "bootstrap_call_blocks_decoding"
     ERROR_EVENT_NOT_JSON = "error_event_not_json"
     ABORT_FREES_KV_MID_TRANSFER = "abort_frees_kv_mid_transfer"
+    LOST_PREFILL_NEVER_RETRIED = "lost_prefill_never_retried"
+    SIGTERM_CUTS_STREAMS = "sigterm_cuts_streams"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -21,6 +21,8 @@ from pdsim.request import BadRequest, Req, Update
 
 __all__ = ["Engine"]
 
+_DRAIN_CHECK_S = 1.0  # how often a draining engine looks whether its requests are done (SGLang: 5 s)
+
 
 class Engine(ABC):
     """Admission and bookkeeping; subclasses own the queues and the protocol."""
@@ -33,6 +35,7 @@ class Engine(ABC):
         self.reqs: dict[str, Req] = {}
         self.used_tokens = 0
         self.last_tick = time.monotonic()
+        self.draining = False  # SIGTERM came: /health says 503 while the requests taken finish
         self._arrivals = 0
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -48,6 +51,18 @@ class Engine(ABC):
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
+
+    async def drain(self, *, timeout_s: float) -> bool:
+        """SGLang's SIGTERM (``sigterm_watchdog``): /health answers 503 from now on, the
+        requests already taken run to their end, then the engine may stop. The first look
+        comes a check period after the signal, so a readiness probe sees the 503 even on an
+        idle engine; ``timeout_s`` bounds the wait (SGLang has none). True if drained."""
+        self.draining = True
+        deadline = time.monotonic() + timeout_s
+        while True:
+            await asyncio.sleep(_DRAIN_CHECK_S)
+            if not self.reqs or time.monotonic() >= deadline:
+                return not self.reqs
 
     def spawn(self, coro) -> asyncio.Task[None]:  # type: ignore[no-untyped-def]
         """Keep a strong reference to background tasks (asyncio only holds weak ones)."""

@@ -43,6 +43,8 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
         default) it waits a second, then once a second, for the scheduler to have done
         anything since the probe came, up to SGLANG_HEALTH_CHECK_TIMEOUT; so even a healthy
         engine answers after at least 1 s. /health_generate always does."""
+        if engine.draining:  # SGLang: "Health check request received during shutdown. Returning 503."
+            return web.Response(status=503, text="")
         if request.path == "/health" and not env_bool("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", True):
             return web.Response(text="")
         tic = time.monotonic()

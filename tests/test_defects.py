@@ -205,3 +205,31 @@ def test_no_heartbeat_never_notices_a_lost_prefill(start):
     d = out["value"]["decode"]
     assert d.status == 500 and "Lost connection" not in d.body["message"]
     assert "in KVPoll.WaitingForInput" in d.body["message"]
+
+
+@pytest.mark.parametrize("defects", ["", "sigterm_cuts_streams"])
+def test_sigterm_drains_open_requests_unless_sigterm_cuts_streams(start, defects):
+    """SGLang's SIGTERM: /health says 503 at once, the request decode holds runs to its end,
+    then decode exits; with the defect it exits at once and the request is cut."""
+    s = start(defects)
+    body = {"text": "drain me", "sampling_params": {"max_new_tokens": 150, "ignore_eos": True}}  # 1.5 s of decoding
+
+    def decode_leg() -> Any:
+        try:
+            return send(s, "/generate", body, timeout_s=10)["decode"]
+        except httpx.HTTPError as exc:  # the connection cut mid-answer
+            return exc
+
+    th, out = background(decode_leg)
+    wait_until(lambda: gauge(s, "decode", "num_running_reqs") >= 1, timeout_s=5, what="decode running the request")
+    s.terminate("decode")
+    if not defects:
+        health = httpx.get(s.info.endpoints["decode"] + "/health", timeout=2.0)
+        assert health.status_code == 503
+    th.join(timeout=12)
+    decode = out["value"]
+    if defects:
+        assert isinstance(decode, httpx.HTTPError) or decode.status != 200, f"a cut request was answered: {decode}"
+    else:
+        assert decode.status == 200 and len(decode.body["output_ids"]) == 150, decode
+    wait_until(lambda: not s.is_running("decode"), timeout_s=5, what="decode gone after its drain")

@@ -56,6 +56,15 @@ def test_kill_is_verified_and_healed_by_a_restart(stack, faults, history):
     assert stages(history) == ["inject", "verified", "healed", "heal_verified"]
 
 
+def test_terminate_waits_for_the_exit_then_starts_the_service_again(stack, faults, history):
+    old = stack.pid("decode")
+    with faults.terminate("decode", drain_s=5):
+        pass  # idle: pdsim drains at its first check, a second after the signal
+    assert stack.is_running("decode") and stack.pid("decode") != old
+    assert stages(history) == ["inject", "verified", "healed", "heal_verified"]
+    assert "exited" in history.faults()[-1].evidence and "started again" in history.faults()[-1].evidence
+
+
 def test_freeze_is_healed_after_an_exception(stack, faults, history):
     with pytest.raises(RuntimeError, match="scenario blew up"):
         with faults.freeze("decode"):

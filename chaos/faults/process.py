@@ -1,13 +1,24 @@
-"""Process faults through the target: kill (SIGKILL), freeze (SIGSTOP; on Compose the
-cgroup freezer), restart."""
+"""Process faults through the target: kill (SIGKILL), terminate (SIGTERM: a graceful
+shutdown), freeze (SIGSTOP; on Compose the cgroup freezer), restart."""
 
 from __future__ import annotations
+
+import time
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, TargetError
 from chaos.faults.base import Fault
 from chaos.targets.base import Target
+from chaos.wait import wait_until
 
-__all__ = ["Freeze", "Kill", "Restart"]
+__all__ = ["Freeze", "Kill", "Restart", "Terminate"]
+
+
+def _start_again(target: Target, service: str) -> None:
+    """Start a service that is down; a start that fails is a heal that failed."""
+    try:
+        target.start(service)
+    except TargetError as exc:
+        raise FaultNotHealed(str(exc)) from exc
 
 
 class Kill(Fault):
@@ -37,6 +48,43 @@ class Kill(Fault):
         if not self.target.is_running(self.service):
             raise FaultNotHealed(f"{self.service} is not running after restart")
         return f"{self.service} restarted and ready"
+
+
+class Terminate(Fault):
+    """SIGTERM a service, as a rolling restart does, and let it drain. Healing waits up to
+    ``drain_s`` for it to exit on its own (how long it took is the heal's evidence), stops it
+    if it did not, and starts it again."""
+
+    kind = "terminate"
+
+    def __init__(self, target: Target, service: str, *, drain_s: float) -> None:
+        self.target, self.service, self.drain_s = target, service, drain_s
+        self._sent = 0.0
+        self._exit = ""
+
+    def describe(self) -> str:
+        return f"SIGTERM {self.service}"
+
+    def inject(self) -> None:
+        self.target.terminate(self.service)
+        self._sent = time.monotonic()
+
+    def verify(self) -> str:
+        return f"SIGTERM sent; {self.service} {'draining' if self.target.is_running(self.service) else 'already gone'}"
+
+    def heal(self) -> None:
+        try:
+            wait_until(lambda: not self.target.is_running(self.service), timeout_s=self.drain_s, what=f"{self.service} exits after SIGTERM")
+            self._exit = f"exited {time.monotonic() - self._sent:.1f}s after SIGTERM"
+        except TargetError:
+            self._exit = f"still running {self.drain_s:g}s after SIGTERM: stopped"
+            self.target.stop(self.service)
+        _start_again(self.target, self.service)
+
+    def verify_healed(self) -> str:
+        if not self.target.is_running(self.service):
+            raise FaultNotHealed(f"{self.service} is not running after its restart")
+        return f"{self.service} {self._exit}; started again and ready"
 
 
 class Freeze(Fault):
@@ -91,10 +139,7 @@ class Restart(Fault):
 
     def heal(self) -> None:
         if not self.target.is_running(self.service):
-            try:
-                self.target.start(self.service)
-            except TargetError as exc:
-                raise FaultNotHealed(str(exc)) from exc
+            _start_again(self.target, self.service)
 
     def verify_healed(self) -> str:
         if not self.target.is_running(self.service):

@@ -20,7 +20,7 @@ from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll
 from chaos.faults.network import ProxyDown, ToxicFault
-from chaos.faults.process import Freeze, Kill, Restart
+from chaos.faults.process import Freeze, Kill, Restart, Terminate
 from chaos.history import FaultEvent, History, Stage
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
@@ -107,6 +107,10 @@ class Faults:
 
     def kill(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
         return self.apply(Kill(self.target, service), **kw)
+
+    def terminate(self, service: str, *, drain_s: float, **kw: Any):  # type: ignore[no-untyped-def]
+        """SIGTERM ``service``; when the block ends, wait up to ``drain_s`` for its exit, then start it."""
+        return self.apply(Terminate(self.target, service, drain_s=drain_s), **kw)
 
     def freeze(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
         return self.apply(Freeze(self.target, service), **kw)

@@ -160,6 +160,9 @@ class AttachedStack:
         self._act(service, "kill")
         self._settle(service, False, "gone after kill")
 
+    def terminate(self, service: str) -> None:
+        self._act(service, "terminate")
+
     def freeze(self, service: str) -> None:
         self._act(service, "freeze")
         wait_until(lambda: self.is_frozen(service), timeout_s=float(self.info.config["command_timeout_s"]), what=f"{service} frozen")

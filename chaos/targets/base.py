@@ -50,7 +50,8 @@ REAL_SGLANG_LINKS = ("client_router", "bootstrap")
 
 @runtime_checkable
 class Target(Protocol):
-    """Start, stop, kill (SIGKILL), freeze (SIGSTOP), thaw and restart a service; read logs."""
+    """Start, stop, kill (SIGKILL), terminate (SIGTERM), freeze (SIGSTOP), thaw and restart a
+    service; read logs."""
 
     info: StackInfo
     capabilities: frozenset[Capability]
@@ -60,6 +61,11 @@ class Target(Protocol):
     def stop(self, service: str) -> None: ...
 
     def kill(self, service: str) -> None: ...
+
+    def terminate(self, service: str) -> None:
+        """SIGTERM to the service's main process only, as an orchestrator stopping it
+        sends; returns at once (how it drains and exits is the service's business)."""
+        ...
 
     def freeze(self, service: str) -> None: ...
 

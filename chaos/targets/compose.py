@@ -196,6 +196,12 @@ class ComposeStack:
         c.kill()  # SIGKILL to the container's init: everything in it dies
         wait_until(lambda: not self.is_running(service), timeout_s=STATE_CHANGE_S, what=f"{service} container exited after SIGKILL")
 
+    def terminate(self, service: str) -> None:
+        c = self._container(service)
+        if c.status != "running":
+            raise TargetError(f"{service} was not running ({c.status})")
+        c.kill(signal="SIGTERM")  # to the container's main process, as `docker stop` begins
+
     def freeze(self, service: str) -> None:
         c = self._container(service)
         if c.status != "running":

@@ -12,6 +12,7 @@ stops them all, and so does the ``pdchaos down`` of another process via stack.js
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import uuid
@@ -211,6 +212,13 @@ class EmbeddedStack:
         if not signal_group(pid, signal.SIGKILL):
             raise TargetError(f"{service} (pid {pid}) was not running")
         wait_until(lambda: not alive(pid), timeout_s=STATE_CHANGE_S, what=f"{service} (pid {pid}) gone after SIGKILL")
+
+    def terminate(self, service: str) -> None:
+        pid = self.pid(service)
+        try:
+            os.kill(pid, signal.SIGTERM)  # the main process only: its children are its to stop
+        except ProcessLookupError as exc:
+            raise TargetError(f"{service} (pid {pid}) was not running") from exc
 
     def freeze(self, service: str) -> None:
         pid = self.pid(service)

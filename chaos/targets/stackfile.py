@@ -16,6 +16,7 @@
       decode:
         running: systemctl is-active --quiet sglang-decode   # exit 0 = running
         kill: systemctl kill -s KILL sglang-decode
+        terminate: systemctl kill --kill-whom=main -s TERM sglang-decode   # SIGTERM, no wait
         start: systemctl start sglang-decode
         ...
     timeouts: {bootstrap_s: 300, waiting_s: 300, inflight_s: 300}   # what the engines run with
@@ -39,7 +40,7 @@ from chaos.targets.base import SERVICES
 __all__ = ["COMMANDS", "load_stack_file"]
 
 # What a service's commands do; `running` and `frozen` answer by exit status (0 = yes).
-COMMANDS = ("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs")
+COMMANDS = ("running", "frozen", "kill", "terminate", "start", "stop", "restart", "freeze", "thaw", "logs")
 
 _URL = {"type": "string", "pattern": r"^https?://[^/\s]+(/\S*)?$"}
 _ADDR = {"type": "string", "pattern": r"^[^:\s]+:\d+$"}

@@ -1,0 +1,42 @@
+"""Decode's link to prefill wedges long enough to be declared lost, then heals.
+
+Bug class: a connection decode lost is never made again, so decode serves nothing until it
+is restarted, while its /health says 200 all along (ZeroMQ reconnect disabled on the cached
+PD sockets, sglang PR #29570, restored by #31025, #31306, #32263; decode stalled until
+restarted, #33789; a control-path failure invisible to health checks, #32652, #31144).
+Fault model: Toxiproxy blackholes the bootstrap link (route info and heartbeats) until
+decode's heartbeat declares the prefill lost; then the link heals. Verdicts: the first
+requests after the heal succeed with their baseline replies, without a restart; no request
+fails while decode's /health says 200; nothing leaks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.history import Phase
+from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+
+pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_bootstrap")]
+
+LOST = "Lost connection with prefill instance"  # SGLang's log line when the heartbeat gives up (pdsim's too)
+HEARTBEAT_READ_S = 3.0  # a heartbeat's read timeout, (2, 3) in SGLang's common/conn.py; pdsim's too
+CONVERSATION = dict(agents=2, rounds=1)
+
+
+def test_decode_serves_again_once_its_link_to_prefill_heals(scenario, workload, faults, bounds):
+    scenario.baseline(**CONVERSATION)
+    scenario.watch_health("decode")
+    scenario.judge(
+        v.outcomes_in(set(), phase=Phase.AFTER),
+        v.replies_match_baseline(),
+        v.health_tells_truth("decode", phase=Phase.AFTER),
+    )
+    # each missed heartbeat costs an interval and a read timeout; the premise's deadline, not a verdict's bound
+    declared_lost_within_s = bounds.heartbeat_max_failure * (bounds.heartbeat_interval_s + HEARTBEAT_READ_S) + bounds.slack_s
+    lost = scenario.logs("decode", LOST)
+    with faults.blackhole("bootstrap", stream="upstream"):
+        faults.wait(lost, deadline_s=declared_lost_within_s)  # the premise: decode gave the prefill up
+    workload.conversations(**CONVERSATION, phase=Phase.AFTER).run()
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
