@@ -26,6 +26,7 @@ class Bounds:
     heartbeat_interval_s: float
     heartbeat_max_failure: int
     router_timeout_s: float
+    router_max_retries: int  # smg's attempts per request, the first among them (smg 1.13: --retry-max-retries 2 makes 2)
     slack_s: float
     forward_s: float
     recovery_s: float
@@ -55,6 +56,7 @@ class Bounds:
             heartbeat_interval_s=float(t["heartbeat_interval_s"]),
             heartbeat_max_failure=int(t["heartbeat_max_failure"]),
             router_timeout_s=float(c["router_request_timeout_s"]),
+            router_max_retries=int(c.get("router_max_retries", 5)),  # smg's default
             slack_s=float(c.get("slack_s", 1.5)),
             forward_s=float(c.get("forward_s", 2.0)),
             recovery_s=float(c.get("recovery_s", 10.0)),

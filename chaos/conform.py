@@ -13,6 +13,8 @@ whether a timing holds), so two stacks can be compared line by line:
 * a bootstrap timeout (a prefill leg whose decode never comes): status, message, when it
   fires, and the failure counter it creates; streamed, the error event's shape; and a
   waiting timeout (a decode leg whose prefill never comes), alike;
+* an abort: how a chat stream decode is running ends when decode's ``/abort_request``
+  aborts it (a last chunk, or an error event);
 * sampling: whether two requests without ``temperature`` get the same reply (SGLang
   samples), and with ``temperature: 0`` (greedy);
 * cadence: what ``/v1/loads`` and ``/metrics`` say of a room that waits in decode while
@@ -173,6 +175,31 @@ def _waiting_timeout(info: StackInfo) -> dict[str, str]:
     }
 
 
+def _stream_ending(data: str) -> str:
+    """How one SSE data line reads to a client at the end of a stream."""
+    if data == "[DONE]":
+        return "[DONE]"
+    event = json.loads(data)
+    if "error" in event:
+        return "error event"
+    return f"chunk finish_reason={(event.get('choices') or [{}])[0].get('finish_reason')}"
+
+
+def _abort_running(info: StackInfo) -> dict[str, str]:
+    """A chat stream decode is running, aborted through decode's ``/abort_request``: how it
+    ends for the client (SGLang 0.5.23: a last chunk saying ``abort``, then ``[DONE]``)."""
+    body = {"model": served_model(info), "messages": [{"role": "user", "content": "a long tale"}], "max_tokens": 400, "temperature": 0, "ignore_eos": True, "stream": True}
+    data: list[str] = []
+    with httpx.stream("POST", info.endpoints["client"] + "/v1/chat/completions", json=body, timeout=_TIMEOUT) as r:
+        lines = r.iter_lines()
+        for line in lines:  # until decode is running it: its first token came
+            if line.startswith("data: {") and (json.loads(line[6:]).get("choices") or [{}])[0].get("delta", {}).get("content"):
+                break
+        httpx.post(info.endpoints["decode"] + "/abort_request", json={"abort_all": True}, timeout=_TIMEOUT)
+        data = [line[6:] for line in lines if line.startswith("data: ")]
+    return {"abort.running_stream.status": str(r.status_code), "abort.running_stream.ends": " | ".join(_stream_ending(d) for d in data[-2:])}
+
+
 def _same_reply(client: str, body: dict[str, Any]) -> str:
     replies = {httpx.post(client + "/v1/chat/completions", json=body, timeout=_TIMEOUT).json()["choices"][0]["message"]["content"] for _ in range(3)}
     return str(len(replies) == 1)
@@ -199,6 +226,7 @@ def observe(info: StackInfo) -> dict[str, str]:
     out.update(_bootstrap_timeout(info, stream=False))
     out.update(_bootstrap_timeout(info, stream=True))
     out.update(_waiting_timeout(info))
+    out.update(_abort_running(info))
     out["metrics.prefill.num_bootstrap_failed_reqs_total.after_a_failure"] = _metrics(e["prefill"] + "/metrics").get("num_bootstrap_failed_reqs_total", "absent")
     chat = {"model": served_model(info), "messages": [{"role": "user", "content": "the same question"}], "max_tokens": 8}
     out["sampling.without_temperature.same_reply"] = _same_reply(e["client"], chat)

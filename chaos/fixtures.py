@@ -20,7 +20,8 @@ from chaos.reports.summary import result_of, write_test_report
 from chaos.run_report import add_result, outcome_of, run_dir
 from chaos.sampler import Sampler, metrics_urls
 from chaos.scenario import Scenario
-from chaos.session import SEED, TARGET, xdist_worker
+from chaos.session import SEED, SOAK, TARGET, xdist_worker
+from chaos.soak import Soak
 from chaos.stack_factory import StackFactory
 from chaos.targets.base import Target
 from chaos.targets.bringup import served_model
@@ -31,6 +32,15 @@ from chaos.workloads import Workload
 @pytest.fixture(scope="session")
 def seed(pytestconfig: pytest.Config) -> int:
     return pytestconfig.stash[SEED]
+
+
+@pytest.fixture
+def soak(pytestconfig: pytest.Config) -> Soak:
+    """The soak's clock; the test skips unless ``--soak DURATION`` was given (opt-in)."""
+    chosen = pytestconfig.stash[SOAK]
+    if chosen is None:
+        pytest.skip("opt-in: pass --soak DURATION (e.g. pytest suites --soak 30m -k soak)")
+    return chosen
 
 
 @pytest.fixture(scope="session")
@@ -51,20 +61,26 @@ def stack(stack_factory: StackFactory) -> Target:
 
 
 @pytest.fixture
-def history(request: pytest.FixtureRequest, seed: int, stack: Target) -> Iterator[History]:
+def engine_logs(stack: Target) -> LogCursor:
+    """Where the engines' and the router's logs stood when the test began."""
+    return LogCursor(stack.logs, ("prefill", "decode", "router"))
+
+
+@pytest.fixture
+def history(request: pytest.FixtureRequest, seed: int, stack: Target, engine_logs: LogCursor) -> Iterator[History]:
     """This test's history, written as JSONL under reports/<run-id>/<test>/history.jsonl.
-    At teardown the engine and router log lines about its requests join it, and the test's
-    report (result.json, timeline.png, stuck.md) is drawn from it."""
+    At teardown the engine and router log lines about its requests join it (those a
+    scenario's verdicts read joined it before they were judged), and the test's report
+    (result.json, timeline.png, stuck.md) is drawn from it."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)[-150:]
     folder = run_dir(request.config) / safe
     folder.mkdir(parents=True, exist_ok=True)
     h = History(path=folder / "history.jsonl", seed=seed)
-    cursor = LogCursor(stack.logs, ("prefill", "decode", "router"))
     try:
         yield h
     finally:
         try:
-            capture_logs(h, cursor, {op.invoke.op for op in h.ops()})
+            capture_logs(h, engine_logs, {op.invoke.op for op in h.ops()})
             outcome, duration, reason, message = outcome_of(request.node)
             stack_id = f"{stack.info.kind}:{stack.info.port_base}:{stack.info.run_id}"
             result = result_of(h, nodeid=request.node.nodeid, outcome=outcome, duration_s=duration, known_issue=reason, message=message, stack=stack_id)
@@ -126,10 +142,10 @@ def bounds(stack: Target) -> Bounds:
 
 
 @pytest.fixture
-def scenario(stack: Target, history: History, sampler: Sampler, workload: Workload, bounds: Bounds) -> Scenario:
+def scenario(stack: Target, history: History, sampler: Sampler, workload: Workload, bounds: Bounds, engine_logs: LogCursor) -> Scenario:
     """The scenario kit (``chaos.scenario``): verdicts declared in the body are judged from
     the history once the body ends."""
-    return Scenario(stack, history, sampler, workload, bounds)
+    return Scenario(stack, history, sampler, workload, bounds, engine_logs=engine_logs)
 
 
 @pytest.hookimpl(wrapper=True)

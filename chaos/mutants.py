@@ -37,7 +37,11 @@ class Killer:
 
     suite: str  # a suite file under suites/ (or one test's node id)
     verdict: str  # the verdict's name, as a failed one starts: "[FAIL] <verdict>(..."
+    args: tuple[str, ...] = ()  # what the scenario needs on the command line (the soak's duration)
 
+
+# The soak is opt-in; the matrix runs it short, in the clean run and for the defect it kills.
+SOAK_ARGS = ("--soak", "40s")
 
 # Each defect is run against its own scenario only: a kill is that scenario's verdict, never
 # a rig error and never another suite's verdict failing by chance; and the matrix stays fast.
@@ -59,6 +63,8 @@ KILLERS: dict[str, Killer] = {
     "abort_frees_kv_mid_transfer": Killer("suites/test_abort_reuse.py", "replies_match_baseline"),
     "lost_prefill_never_retried": Killer("suites/test_control_link_heal.py", "recovers"),
     "sigterm_cuts_streams": Killer("suites/test_graceful_shutdown.py", "outcomes_in"),
+    "kv_socket_leak": Killer("suites/test_soak.py", "does_not_grow", SOAK_ARGS),
+    "failed_room_pinned": Killer("suites/test_retry_amplification.py", "no_leak"),
 }
 
 _VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
@@ -195,7 +201,7 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
     results = []
     total = len(chosen) + (1 if not only or "clean" in only else 0)
     if not only or "clean" in only:  # alone, so that its timing is undisturbed
-        results.append(_run_one("clean", port_base=port_base, out_dir=out_dir, suites=suites, extra_args=extra, timeout_s=timeout_s))
+        results.append(_run_one("clean", port_base=port_base, out_dir=out_dir, suites=suites, extra_args=[*SOAK_ARGS, *extra], timeout_s=timeout_s))
         _progress(results[-1], 1, total)
     slots: queue.SimpleQueue[int] = queue.SimpleQueue()  # one port range per concurrent run, reused
     for k in range(max(1, jobs)):
@@ -205,7 +211,7 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
         base = slots.get()
         try:
             killer = KILLERS[defect]
-            return _run_one(defect, port_base=base, out_dir=out_dir, suites=killer.suite, extra_args=extra, timeout_s=timeout_s, killer=killer)
+            return _run_one(defect, port_base=base, out_dir=out_dir, suites=killer.suite, extra_args=[*killer.args, *extra], timeout_s=timeout_s, killer=killer)
         finally:
             slots.put(base)
 

@@ -4,7 +4,7 @@
 
 Options live in one ``pdchaos`` group: ``--target`` (see ``chaos.targets.registry``;
 ``attach`` with ``--stack-file`` and ``--allow-destructive``), ``--seed``, ``--port-base``,
-``--stop-at-verdict`` and ``--reports-dir``. Every stack a session starts is stopped at
+``--stop-at-verdict``, ``--soak`` (the opt-in soak's duration) and ``--reports-dir``. Every stack a session starts is stopped at
 session end, whatever happened; an attached deployment is left as it was found.
 """
 
@@ -19,7 +19,8 @@ import pytest
 from chaos.cleanup import reap_orphans, terminate_as_interrupt
 from chaos.errors import ConfigError
 from chaos.ports import BASES
-from chaos.session import SEED, TARGET
+from chaos.session import SEED, SOAK, TARGET
+from chaos.soak import Soak, parse_duration
 from chaos.targets.base import Capability
 from chaos.targets.registry import TARGETS, TargetChoice
 
@@ -40,6 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--seed", type=int, default=None, help="seed for every random choice of the rig (default: random, printed in the header)")
     group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", BASES["pytest"])), help=f"first port of the range the session's stacks use (default {BASES['pytest']})")
     group.addoption("--stop-at-verdict", action="store_true", help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x")
+    group.addoption("--soak", default=None, metavar="DURATION", help="run the opt-in soak scenario for this long (90s, 30m, 2h); it skips without it")
     group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
 
 
@@ -53,6 +55,11 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[TARGET] = choice
+    soak = config.getoption("--soak")
+    try:
+        config.stash[SOAK] = Soak(parse_duration(soak)) if soak else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"--soak: {exc}") from None
     seed = config.getoption("--seed")
     config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
     terminate_as_interrupt()

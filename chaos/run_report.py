@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from chaos.errors import RigError
-from chaos.reports.summary import write_run_summary
+from chaos.reports.summary import figures, write_run_summary
 from chaos.session import SEED, xdist_worker
 from chaos.verdicts import VerdictFailed
 
@@ -150,7 +150,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  #
         bad = "; ".join(v["name"].split("(")[0] for v in r["verdicts"] if v["status"] != "pass")
         reqs = " ".join(f"{k}={n}" for k, n in sorted(r["requests"].items()))
         table.add_row(escape(r["test"].split("::")[-1]), r["outcome"], f"{r['duration_s']:.1f}", escape(reqs), escape(bad))
-    Console(file=terminalreporter._tw._file, width=160).print(table)
+    console = Console(file=terminalreporter._tw._file, width=160)
+    console.print(table)
+    for test, v in figures(results):  # whatever the outcome: a soak's slopes, retry amplification
+        console.print(f"{escape(test.split('::')[-1])}: {escape(v['name'].split('(')[0])} ({v['status']}): {escape(v['message'])}")
     terminalreporter.write_line(f"reports: {run_dir(config)}")
 
 

@@ -9,6 +9,9 @@ nothing: missing data stays missing, never zero.
 A scenario may also watch engines' ``/health`` (``watch_health``) as a health checker sees
 it: the ``health`` source holds, per service, 1 for a 200, 0 for any other answer; a probe
 that got no answer in time leaves its service out of the sample (no answer is not an answer).
+A soak also watches processes (``watch_processes``): the ``procs`` source holds each
+service's process tree's resident memory (``rss_bytes:<service>``) and open files
+(``open_fds:<service>``), once a second, read by psutil; a tree it cannot read is left out.
 
 A real SGLang engine's ``/metrics`` queue gauges move only when decode logs a batch, so an
 engine that serves ``/v1/loads`` (the stack's ``<engine>_loads`` endpoint) is read there
@@ -23,15 +26,19 @@ import time
 from typing import Callable, Iterable
 
 import httpx
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
+from chaos.errors import TargetError
 from chaos.history import History, Sample
 
-__all__ = ["HEALTH", "Sampler", "parse_metrics"]
+__all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "parse_metrics"]
 
 DEFAULT_INTERVAL_S = 0.1
 _SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
 HEALTH = "health"  # the source of /health probes (watch_health)
+PROCS = "procs"  # the source of process trees' memory and open files (watch_processes)
+PROCS_INTERVAL_S = 1.0  # memory and descriptors move slowly; reading a tree costs a few ms
 # smg's health check timeout; SGLang 0.5.23's /health runs a 1-token generate, so takes 1 s at least
 _HEALTH_TIMEOUT = httpx.Timeout(5.0, connect=0.25)
 # What health checkers (Compose, load balancers, smg itself) ask for: not serving traffic.
@@ -95,6 +102,7 @@ class Sampler:
         self._threads: list[threading.Thread] = []
         self._clients = {name: httpx.Client(timeout=_SCRAPE_TIMEOUT) for name in urls}
         self._health_urls: dict[str, str] = {}
+        self._pid_of: dict[str, Callable[[], int | None]] = {}
 
     def start(self) -> "Sampler":
         """One thread per source, so that a frozen engine (every scrape a timeout) never
@@ -114,8 +122,17 @@ class Sampler:
         self.failures[HEALTH] = []
         self._spawn(HEALTH, self._probe_health)
 
-    def _spawn(self, name: str, read: Callable[[str], None]) -> None:
-        t = threading.Thread(target=self._run, args=(name, read), name=f"pdchaos-sampler-{name}", daemon=True)
+    def watch_processes(self, pid_of: dict[str, Callable[[], int | None]]) -> None:
+        """Read each service's process tree from now on, into the ``procs`` source;
+        ``pid_of`` gives a service's main process (asked every time: a restart changes it)."""
+        if PROCS in self.failures:
+            raise ValueError("processes are already watched")
+        self._pid_of = dict(pid_of)
+        self.failures[PROCS] = []
+        self._spawn(PROCS, self._read_processes, PROCS_INTERVAL_S)
+
+    def _spawn(self, name: str, read: Callable[[str], None], interval_s: float | None = None) -> None:
+        t = threading.Thread(target=self._run, args=(name, read, interval_s or self.interval_s), name=f"pdchaos-sampler-{name}", daemon=True)
         t.start()
         self._threads.append(t)
 
@@ -155,17 +172,33 @@ class Sampler:
                 self.failures[name].append(t)
         self._add(Sample(t, name, values))
 
+    def _read_processes(self, name: str) -> None:
+        t = self.history.now()
+        values: dict[str, float] = {}
+        for service, pid_of in self._pid_of.items():
+            try:
+                pid = pid_of()
+                if pid is None:
+                    continue
+                root = psutil.Process(pid)
+                tree = [root, *root.children(recursive=True)]
+                values[f"rss_bytes:{service}"] = float(sum(p.memory_info().rss for p in tree))
+                values[f"open_fds:{service}"] = float(sum(p.num_fds() for p in tree))
+            except (psutil.Error, TargetError):  # gone between two reads, or not ours to read
+                self.failures[name].append(t)
+        self._add(Sample(t, name, values))
+
     def _add(self, sample: Sample) -> None:
         self.history.append(sample)
         with self._new:
             self._latest[sample.source] = sample
             self._new.notify_all()
 
-    def _run(self, name: str, read: Callable[[str], None]) -> None:
+    def _run(self, name: str, read: Callable[[str], None], interval_s: float) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
             read(name)
-            next_at = max(next_at + self.interval_s, time.monotonic())  # a slow scrape skips, never bursts
+            next_at = max(next_at + interval_s, time.monotonic())  # a slow scrape skips, never bursts
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
     def latest(self, source: str) -> Sample | None:

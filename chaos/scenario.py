@@ -18,14 +18,18 @@ that declares no verdict is an error: it could not fail.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Iterable
 
 from chaos import verdicts as v
 from chaos.bounds import Bounds
 from chaos.errors import RigError
-from chaos.history import History, Phase
+from chaos.growth import CHECKPOINT, Limit
+from chaos.history import History, Phase, TriggerFired
 from chaos.pipeline import Metric
-from chaos.sampler import Sampler
+from chaos.reports.growth import render_growth
+from chaos.reports.logs import LogCursor, capture_logs
+from chaos.sampler import PROCS, PROCS_INTERVAL_S, Sampler
 from chaos.targets.base import Capability, Target
 from chaos.triggers import Condition, Signal, gauge, log_line
 from chaos.workloads import Workload
@@ -50,6 +54,7 @@ class Scenario:
     sampler: Sampler
     workload: Workload
     bounds: Bounds
+    engine_logs: LogCursor | None = None  # read into the history before premises and verdicts are judged
     checks: list[v.Check] = field(default_factory=list)
 
     def judge(self, *checks: v.Check) -> None:
@@ -59,6 +64,7 @@ class Scenario:
     def require(self, *premises: v.Check) -> None:
         """Check the run's premise now (the fault landed, requests were in flight): one
         that did not hold ends the run as an error, ``PremiseNotMet``; it tested nothing."""
+        self._read_logs()
         v.require(self.history, *premises)
 
     def baseline(self, **conversation: Any) -> None:
@@ -79,6 +85,30 @@ class Scenario:
         """Probe these engines' ``/health`` from now on, as a checker would
         (``v.health_tells_truth`` judges what they said)."""
         self.sampler.watch_health({s: self.target.info.endpoints[s] for s in services})
+
+    def watch_processes(self, *services: str) -> None:
+        """Read these services' process trees (memory, open files) from now on, where the
+        target runs them on this host (``procs`` source; a soak's ``does_not_grow``)."""
+        self.sampler.watch_processes({s: partial(self.target.main_pid, s) for s in services})
+
+    def checkpoint(self, gauges: Iterable[Metric], *, within_s: float) -> None:
+        """A soak's checkpoint: wait (bounded) until every gauge reads 0, then mark the
+        moment; ``does_not_grow`` reads its quantities there. A system still busy after
+        ``within_s`` is marked all the same: what it holds then is the growth to judge."""
+        quiet = "quiet" if self.sampler.wait_quiet(list(gauges), within_s=within_s) else f"still busy after {within_s:g}s"
+        now = self.history.now()
+
+        def processes_read() -> bool:  # a reading of the process trees taken after the wait, not before
+            last = self.sampler.latest(PROCS)
+            return last is None or last.t >= now
+
+        self.sampler.poll(processes_read, timeout_s=2 * PROCS_INTERVAL_S)
+        self.history.append(TriggerFired(self.history.now(), CHECKPOINT, quiet))
+
+    def report_growth(self, limits: Iterable[Limit]) -> None:
+        """Draw the soak's growth report beside the test's history (``soak.png``, ``soak.md``)."""
+        if self.history.path is not None:
+            render_growth(self.history, list(limits), self.history.path.parent)
 
     def has(self, capability: Capability) -> bool:
         """Whether the target has a capability (a bound may depend on it)."""
@@ -102,6 +132,12 @@ class Scenario:
         engine says and no gauge shows (decode giving a prefill up, say)."""
         return log_line(self.target, service, pattern)
 
+    def _read_logs(self) -> None:
+        """What the engines and the router logged of each request so far joins the history,
+        for the verdicts and premises that count from logs (retry amplification)."""
+        if self.engine_logs is not None:
+            capture_logs(self.history, self.engine_logs, {op.invoke.op for op in self.history.ops()})
+
     def conclude(self, *, body_failed: bool) -> list[v.Verdict]:
         """Judge the declared verdicts and record them. Raises ``VerdictFailed`` if one did
         not pass and the body did not fail first; ``NoVerdict`` if none was declared."""
@@ -109,6 +145,7 @@ class Scenario:
             if body_failed:
                 return []
             raise NoVerdict("the scenario declared no verdict (scenario.judge): it could not fail")
+        self._read_logs()
         verdicts = v.record(self.history, v.evaluate(self.history, self.checks))
         if not body_failed:
             v.raise_unless_passed(verdicts)

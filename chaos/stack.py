@@ -128,6 +128,7 @@ class StackConfig:
     max_running_requests: int = 64
     router_request_timeout_s: int = 30
     router_cb_timeout_s: int = 3  # smg's circuit-breaker open time (default 60 s), scaled like the rest
+    router_max_retries: int = 5  # smg's --retry-max-retries (its default): the retry budget a suite holds it to
     startup_timeout_s: float = 30.0
     slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
@@ -202,6 +203,7 @@ class StackInfo:
                 "inflight_watchdog": cfg.inflight_watchdog,
                 "router_request_timeout_s": cfg.router_request_timeout_s,
                 "router_cb_timeout_s": cfg.router_cb_timeout_s,
+                "router_max_retries": cfg.router_max_retries,
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
                 "kv_bytes_per_token": cfg.kv_bytes_per_token,

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Iterable
 
 from chaos.errors import PremiseNotMet
-from chaos.history import History, Op, Outcome, Phase, Sample, VerdictRecord
+from chaos.history import History, LogEvent, Op, Outcome, Phase, Sample, VerdictRecord
+from chaos.growth import Limit, fit
 from chaos.pipeline import Metric
+from chaos.reports.logs import parse_engine_line
 from chaos.sampler import HEALTH
 
 __all__ = [
@@ -23,8 +25,10 @@ __all__ = [
     "Status",
     "Verdict",
     "VerdictFailed",
+    "amplification_at_most",
     "context_grows",
     "counter_never_rises",
+    "does_not_grow",
     "evaluate",
     "ended_as",
     "every_request_terminal",
@@ -42,6 +46,7 @@ __all__ = [
     "replies_match_baseline",
     "require",
     "requests_affected",
+    "requests_retried",
     "statuses_in",
     "stream_gaps_at_most",
     "stuck_before_router",
@@ -391,6 +396,92 @@ def counter_never_rises(counter: Metric, *, why: str = "") -> Check:
             ref = h.first_fault_t() or 0.0
             return Verdict(vname, Status.FAIL, f"{counter_name} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault")
         return Verdict(vname, Status.PASS, f"{counter_name} stayed at {series[-1][1]:g}")
+
+    return check
+
+
+def receptions(history: History, service: str, ops: Iterable[str]) -> dict[str, int]:
+    """How many times ``service`` received each op: the engine request ids its log lines
+    name, joined to the op the client sent (``chaos.reports.logs``)."""
+    rids: dict[str, set[str]] = {op: set() for op in ops}
+    for ev in history.of(LogEvent):
+        head, _, line = ev.line.partition(" ")
+        op = head.removeprefix("op=")
+        if ev.service == service and op in rids and (rid := parse_engine_line(line).get("rid")):
+            rids[op].add(rid)
+    return {op: len(found) for op, found in rids.items()}
+
+
+def amplification_at_most(budget: int, *, phase: Phase, service: str = "prefill") -> Check:
+    """Each client request of ``phase`` reached ``service`` at most ``budget`` times (one
+    try and the router's retries): one request, however it failed, must not become more
+    executions than the retry budget allows (sglang PR #34570: a PD dispatch is not
+    idempotent). The amplification factor, mean and worst, is in the message; the count is
+    of the service's log lines joined to each request, so when none names any, unknown."""
+
+    @_named(f"amplification_at_most({budget}, {service}, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = _completed(h, phase)
+        if not ops:
+            return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
+        seen = receptions(h, service, (o.invoke.op for o in ops))
+        counted = [n for n in seen.values() if n]
+        if not counted:
+            return Verdict(vname, Status.UNKNOWN, f"no {service} log line names any of the {len(ops)} requests")
+        factor = f"amplification {sum(counted) / len(counted):.2f} mean, {max(counted)} worst over {len(counted)} requests (budget {budget})"
+        over = sorted(((n, op) for op, n in seen.items() if n > budget), reverse=True)
+        if over:
+            return Verdict(vname, Status.FAIL, f"{factor}; over budget: " + ", ".join(f"{op} x{n}" for n, op in over[:5]))
+        missing = len(ops) - len(counted)
+        return Verdict(vname, Status.PASS, factor + (f"; {missing} never seen in {service}'s log" if missing else ""))
+
+    return check
+
+
+def requests_retried(*, phase: Phase, why: str, service: str = "prefill") -> Check:
+    """Premise: ``service`` received at least one request of ``phase`` more than once (the
+    router retried it): otherwise the run tested no retry."""
+
+    @_named(f"requests_retried({service}, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        seen = receptions(h, service, (o.invoke.op for o in _completed(h, phase)))
+        again = [n for n in seen.values() if n > 1]
+        if not again:
+            return Verdict(vname, Status.UNKNOWN, f"no request of {len(seen)} reached {service} twice ({why})")
+        return Verdict(vname, Status.PASS, f"{len(again)} of {len(seen)} reached {service} more than once")
+
+    return check
+
+
+def does_not_grow(limits: Iterable[Limit]) -> Check:
+    """Soak: each quantity, read at the quiet checkpoints after warm-up, keeps its floor:
+    the lowest value of the last third exceeds the lowest of the first by no more than its
+    limit (KV tokens in use, in-flight counts, a process tree's open files and memory). A
+    quantity with too few checkpoint values is unknown; every fitted slope is shown, per hour."""
+    limits = list(limits)
+
+    @_named("does_not_grow(" + ", ".join(f"{s}:{m}" for s, m in (lim.metric for lim in limits)) + ")")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        grown, missing, shown = [], [], []
+        for lim in limits:
+            f = fit(h, lim.metric)
+            label = f"{lim.metric[0]}:{lim.metric[1]}"
+            if f is None:
+                missing.append(label)
+                continue
+            allowed = lim.allowed(f.points[0][1])
+            line = f"{label} {lim.show(f.slope_per_s * 3600)}/h (floor {lim.show(f.growth)} over {f.window_s:.0f}s, at most {lim.show(allowed, sign=False)})"
+            shown.append(line)
+            if f.growth > allowed:
+                grown.append(line)
+        if grown:
+            return Verdict(vname, Status.FAIL, f"grew past its limit: {'; '.join(grown)}")
+        if missing:
+            return Verdict(vname, Status.UNKNOWN, f"fewer than 3 checkpoint values of {', '.join(missing)}; {'; '.join(shown)}")
+        return Verdict(vname, Status.PASS, "; ".join(shown))
 
     return check
 

@@ -70,6 +70,8 @@ class DecodeEngine(Engine):
         # ``bootstrap_call_blocks_decoding``: calls to prefill's bootstrap server hold the
         # decode step, as a blocking call inside the scheduler would
         self._step = asyncio.Lock()
+        # ``kv_socket_leak``: every finished KV connection, kept open for good
+        self._leaked_sockets: list[asyncio.StreamWriter] = []
         # ``abort_frees_kv_mid_transfer``: when each room aborted mid-transfer freed its pages
         self._freed_at: dict[str, float] = {}
 
@@ -261,7 +263,10 @@ class DecodeEngine(Engine):
         finally:
             if req is not None:
                 self._kv_conn.pop(req.rid, None)
-            writer.close()
+            if self.cfg.has(Defect.KV_SOCKET_LEAK) and req is not None and req.status.poll is KVPoll.Success:
+                self._leaked_sockets.append(writer)  # never closed: one descriptor more per request
+            else:
+                writer.close()
             self.wake()
 
     def _late_write(self, aborted: Req, room: int, aux: dict[str, Any]) -> None:
@@ -440,6 +445,15 @@ class DecodeEngine(Engine):
             self.running.remove(req)
             self.free(req.prompt_tokens + req.max_new_tokens)
             self.finish_ok(req)
+
+    def abort_ending(self, req: Req, reason: str) -> Update:
+        """SGLang aborts a running request with ``FINISH_ABORT()``, no status: a graceful end,
+        the stream's last chunk saying ``finish_reason: "abort"`` and then ``[DONE]``, a
+        plain reply a 200 (serving_chat.py: only an abort with a status is an error event)."""
+        if req in self.running:
+            req.finish = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}
+            return Update("finish")
+        return super().abort_ending(req, reason)
 
     def release(self, req: Req, reason: str) -> None:
         if req in self.prealloc:

@@ -32,6 +32,8 @@ class Defect(enum.Enum):
     ABORT_FREES_KV_MID_TRANSFER = "abort_frees_kv_mid_transfer"
     LOST_PREFILL_NEVER_RETRIED = "lost_prefill_never_retried"
     SIGTERM_CUTS_STREAMS = "sigterm_cuts_streams"
+    KV_SOCKET_LEAK = "kv_socket_leak"
+    FAILED_ROOM_PINNED = "failed_room_pinned"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

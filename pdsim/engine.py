@@ -124,11 +124,17 @@ class Engine(ABC):
             req.leaked = True  # stays in its queue and keeps its KV: the leak
             log_event("req", rid=req.rid, bootstrap_room=req.room, state="abort_leaked", reason=reason)
             return
+        ending = self.abort_ending(req, reason)  # before the release: where it stands decides how it ends
         self.release(req, reason)
         self.reqs.pop(req.rid, None)
         log_event("req", rid=req.rid, bootstrap_room=req.room, state="aborted", reason=reason)
-        req.push(Update("error", 500, reason))
+        req.push(ending)
         self.wake()
+
+    def abort_ending(self, req: Req, reason: str) -> Update:
+        """How an aborted request ends for its client: a status-500 failure, as SGLang's PD
+        engines fail a queued room they abort (through its KV sender or receiver)."""
+        return Update("error", 500, reason)
 
     # ---- exits ---------------------------------------------------------------------------
     def finish_ok(self, req: Req) -> None:

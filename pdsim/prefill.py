@@ -162,8 +162,12 @@ class PrefillEngine(Engine):
                 req.finish = {"type": "length", "length": 0}
                 self.finish_ok(req)
             elif req.status.poll is KVPoll.Failed:
-                self.inflight.remove(req)
                 self.metrics.count_failure(bootstrap=False)
+                if self.cfg.has(Defect.FAILED_ROOM_PINNED):  # answered, but the room and its KV stay, for good
+                    req.leaked = True
+                    self._fail(req, "Prefill transfer failed", now)
+                    continue
+                self.inflight.remove(req)
                 self.free(req.prompt_tokens)
                 self._fail(req, "Prefill transfer failed", now)
         if self.waiting and not self.forwarding:

@@ -209,6 +209,8 @@ async def _stream(request: web.Request, engine: Engine, req: Req) -> web.StreamR
             final = update.kind == "finish"
             if prefill and not final:
                 continue  # prefill streams once, after the transfer succeeded
+            if final and silent and (req.finish or {}).get("type") == "abort":
+                break  # the defect: an aborted stream just closes, without its last chunk or [DONE]
             new = req.output_ids[sent:]
             for chunk in stream_chunks(req, new, first=sent == 0 and bool(new or final), final=final):
                 await resp.write(chunk)

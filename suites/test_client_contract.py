@@ -3,11 +3,14 @@
 Bug class: streams that end with no final event, or with an error event a client cannot
 parse, so that the client hangs, mis-reports, or crashes on a decode error instead of the
 server's message (llm-d#2433; openai-python #2722; SSE error events, sglang-omni PR #425).
-Fault model: every request decode holds is aborted through decode's own ``/abort_request``
-(``abort_all``) while streams of the rig's client and of the official ``openai`` client are
-mid-way; the trigger is smg counting all of them at the decode worker. Verdicts: every request ends within its
-deadline, every failure is a clean error (a status, or a parseable error event) for both
-clients, and service recovers.
+Fault models, each met by streams of the rig's client and of the official ``openai``
+client: every request decode holds aborted through decode's own ``/abort_request``
+(``abort_all``) mid-stream, the trigger being smg counting all of them at the decode worker
+(SGLang ends such a stream gracefully, its last chunk saying ``abort``); and the KV link
+blackholed, so that decode's waiting timeout fails them with a status (an error event).
+Verdicts: every request ends within its deadline, every failure is a clean error (a status,
+a last chunk saying ``abort``, or a parseable error event) for both clients, and service
+recovers.
 """
 
 from __future__ import annotations
@@ -35,4 +38,17 @@ def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, fa
         ours.join()
         theirs.join()
     scenario.require(v.requests_affected(phase=Phase.FAULT, why="streams were decoding when decode aborted them"))
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
+
+
+@pytest.mark.needs("proxied_kv")
+def test_streams_failed_by_a_timeout_end_well_formed_for_every_client(scenario, workload, faults, bounds):
+    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.router_timeout_s)
+    scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))
+    with faults.blackhole("kv", stream="upstream"):  # no KV arrives: decode's waiting timeout fails each with a 500
+        theirs = workload.openai_background([f"myth {i}" for i in range(PER_CLIENT)], max_tokens=8, deadlines=d)
+        ours = workload.background([workload.chat(f"saga {i}", max_tokens=8, stream=True) for i in range(PER_CLIENT)], deadlines=d)
+        ours.join()
+        theirs.join()
+    scenario.require(v.requests_affected(phase=Phase.FAULT, why="decode's waiting timeout failed the streams"))
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from typing import Any, Callable
 
 import httpx
+import psutil
 import pytest
 
 from chaos.stack import Timeouts
@@ -233,3 +234,17 @@ def test_sigterm_drains_open_requests_unless_sigterm_cuts_streams(start, defects
     else:
         assert decode.status == 200 and len(decode.body["output_ids"]) == 150, decode
     wait_until(lambda: not s.is_running("decode"), timeout_s=5, what="decode gone after its drain")
+
+
+@pytest.mark.parametrize("defects", ["", "kv_socket_leak"])
+def test_finished_kv_connections_are_closed_unless_kv_socket_leak(start, defects):
+    s = start(defects)
+    decode = psutil.Process(s.main_pid("decode"))
+    send(s, "/generate", BODY)  # the first request opens what stays open by design (route info, control link)
+    before = decode.num_fds()
+    for _ in range(6):
+        assert send(s, "/generate", BODY)["decode"].status == 200
+    if defects:
+        assert decode.num_fds() >= before + 6, "each finished transfer should have kept its socket"
+    else:  # the engine closes each KV connection as its transfer ends
+        wait_until(lambda: decode.num_fds() <= before + 1, timeout_s=3, what="decode's descriptors back to where they were")

@@ -92,7 +92,7 @@ def test_real_sglang_lines_join_by_routing_key():
         return f"[2026-12-01 03:13:13] {kind}: obj=GenerateReqInput(rid='{rid}', session_id=None, bootstrap_room=7, routing_key='{key}', priority=None){out}"
 
     logs = {"prefill": [], "decode": [], "router": []}
-    cursor = LogCursor(lambda svc: "\n".join(logs[svc]), ("prefill", "decode", "router"))
+    cursor = LogCursor(lambda svc: "".join(entry + "\n" for entry in logs[svc]), ("prefill", "decode", "router"))
     logs["prefill"] += [line("Receive", "p1", "op-held"), line("Receive", "p2", "op-aborted"), line("Finish", "p2", "op-aborted", "abort"), line("Receive", "p3", "someone-else")]
     logs["decode"] += [line("Receive", "d1", "op-held"), line("Finish", "d1", "op-held"), line("Receive", "d2", "op-aborted"), line("Finish", "d2", "op-aborted", "abort")]
     h = History()
@@ -102,3 +102,18 @@ def test_real_sglang_lines_join_by_routing_key():
     rows = {r.op: r for r in where_stuck(h)}
     assert rows["op-held"].hop == PREFILL_UNSTAGED and "decode: ended in " + DECODE_UNSTAGED in rows["op-held"].evidence, rows["op-held"]
     assert rows["op-aborted"].hop == PREFILL_UNSTAGED and "prefill: ended in" in rows["op-aborted"].evidence, rows["op-aborted"]
+
+
+def test_logs_read_in_two_takes_keep_each_request_with_its_op():
+    """A scenario reads the logs before its verdicts, the teardown after: pdsim names the op
+    only on a request's first line, and a line still being written waits for the next read."""
+    log: list[str] = []
+    cursor = LogCursor(lambda svc: "".join(log), ("prefill",))
+    log += ["event=req rid=r1 state=received xrid=op-1\n", "event=req rid=r1 state=prefill_forward\n"]
+    h = History()
+    _op(h, "op-1", Outcome.OK)
+    assert capture_logs(h, cursor, {"op-1"}) == 2
+    log.append("event=req rid=r1 state=finished")  # no newline yet: half written
+    assert capture_logs(h, cursor, {"op-1"}) == 0
+    log[-1] += "\n"
+    assert capture_logs(h, cursor, {"op-1"}) == 1  # joined by the rid the first take saw

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Chunk, Complete, FaultEvent, History, Invoke, Outcome, Phase, Sample
+from chaos.growth import CHECKPOINT, Limit
+from chaos.history import Chunk, Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Phase, Sample, TriggerFired
 from chaos.pipeline import Metric
 
 
@@ -335,3 +336,68 @@ def test_open_at_fault_is_a_premise():
     check = v.open_at_fault(phase=Phase.FAULT, why="decode had them")
     assert status(check, met) is v.Status.PASS
     assert status(check, missed) is v.Status.UNKNOWN and "not open at the fault" in check(missed).message
+
+
+def _soak(points: list[tuple[float, float]], metric: str = "open_fds:decode") -> History:
+    """A soak's history: one checkpoint after each reading of the process trees."""
+    h = History()
+    for t, value in points:
+        h.append(Sample(t, "procs", {metric: value}))
+        h.append(TriggerFired(t + 0.1, CHECKPOINT, "quiet"))
+    return h
+
+
+def test_does_not_grow():
+    fds = Limit(Metric("procs", "open_fds:decode"), 8, unit=" fds")
+    check = v.does_not_grow([fds])
+    flat = _soak([(t, 14.0 + (t % 2)) for t in range(0, 40, 2)])  # noise, no trend
+    leaking = _soak([(t, 14.0 + t) for t in range(0, 40, 2)])  # one descriptor a second
+    short = _soak([(0, 14.0), (2, 14.0)])
+    assert status(check, flat) is v.Status.PASS and "fds/h" in check(flat).message
+    assert status(check, leaking) is v.Status.FAIL and "open_fds:decode +3.6e+03 fds/h" in check(leaking).message
+    assert status(check, short) is v.Status.UNKNOWN
+
+
+def test_growth_leaves_out_the_warm_up_and_allows_a_share_of_the_first_value():
+    warming = _soak([(0, 100.0), (2, 150.0), (4, 200.0), (6, 200.0), (8, 200.0), (10, 200.0), (12, 200.0), (14, 200.0)], "rss_bytes:router")
+    rss = Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.05)
+    assert status(v.does_not_grow([rss]), warming) is v.Status.PASS  # the first quarter is warm-up
+    growing = _soak([(t, 200.0 + 2 * t) for t in range(0, 16, 2)], "rss_bytes:router")  # +20 over the window: 10% of 200
+    assert status(v.does_not_grow([rss]), growing) is v.Status.FAIL
+    assert status(v.does_not_grow([Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.2)]), growing) is v.Status.PASS
+
+
+def _received(h: History, op: str, *rids: str, service: str = "prefill") -> None:
+    for rid in rids:
+        h.append(LogEvent(1.0, service, f"op={op} 2026-12-02 00:00:00.000 INFO {service} event=req rid={rid} state=received xrid={op}"))
+
+
+def test_amplification_at_most():
+    within, over, unseen = History(), History(), History()
+    for h in (within, over, unseen):
+        op(h, "a", 0, 1.0, Outcome.CLEAN_ERROR, phase="fault")
+        op(h, "b", 0, 1.0, Outcome.CLEAN_ERROR, phase="fault")
+    _received(within, "a", "r1", "r2", "r3")
+    _received(within, "b", "r4")
+    _received(over, "a", *(f"r{i}" for i in range(7)))
+    _received(unseen, "a", "d1", service="decode")
+    check = v.amplification_at_most(5, phase=Phase.FAULT)
+    assert status(check, within) is v.Status.PASS and "amplification 2.00 mean, 3 worst over 2 requests (budget 5)" in check(within).message
+    assert status(check, over) is v.Status.FAIL and "a x7" in check(over).message
+    assert status(check, unseen) is v.Status.UNKNOWN
+    assert status(v.requests_retried(phase=Phase.FAULT, why="x"), within) is v.Status.PASS
+    once = History()
+    op(once, "a", 0, 1.0, phase="fault")
+    _received(once, "a", "r1")
+    assert status(v.requests_retried(phase=Phase.FAULT, why="x"), once) is v.Status.UNKNOWN
+
+
+def test_a_reading_that_caught_something_in_passing_is_no_growth():
+    """SGLang's /metrics token count lags until decode logs its next batch: a checkpoint may
+    read a spike. A leak raises the floor; a spike does not."""
+    tokens = Limit(Metric("decode", "num_used_tokens"), 0)
+    spiky = History()
+    for t, value in enumerate([0, 0, 0, 0, 142, 0, 0, 0, 1131, 0, 0, 429]):
+        spiky.append(Sample(float(t), "decode", {"num_used_tokens": float(value)}))
+        spiky.append(TriggerFired(t + 0.1, CHECKPOINT, "quiet"))
+    assert status(v.does_not_grow([tokens]), spiky) is v.Status.PASS

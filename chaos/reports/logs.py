@@ -68,7 +68,9 @@ def parse_engine_line(line: str) -> dict[str, str]:
 
 
 class LogCursor:
-    """Remembers where each service's log ended when the test began.
+    """Remembers how far each service's log has been read, from where it ended when the
+    test began, and which engine request ids belong to which op (pdsim names the op only on
+    a request's first line), so that a test's logs can be taken in more than one read.
 
     ``read(service)`` returns the whole log as the target keeps it (a file, ``docker
     logs``, a stack file's command); a log that shrank was rotated, and is read whole."""
@@ -76,18 +78,25 @@ class LogCursor:
     def __init__(self, read: Callable[[str], str], services: tuple[str, ...]) -> None:
         self.read, self.services = read, services
         self.offsets = {name: len(read(name)) for name in services}
+        self.ops: dict[str, dict[str, str]] = {name: {} for name in services}  # engine rid -> op
 
     def new_lines(self, name: str) -> list[str]:
+        """The complete lines written since the last read: a line still being written is
+        left for the next one."""
         text = self.read(name)
         start = self.offsets[name] if len(text) >= self.offsets[name] else 0
-        return [strip_ansi(line).rstrip() for line in text[start:].splitlines()]
+        end = text.rfind("\n", start) + 1
+        if end <= start:
+            return []
+        self.offsets[name] = end
+        return [strip_ansi(line).rstrip() for line in text[start:end].splitlines()]
 
 
 def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
     """Append a LogEvent per line about one of ``op_ids``; returns how many."""
     n = 0
     for service in cursor.services:
-        rid_to_op: dict[str, str] = {}
+        rid_to_op = cursor.ops[service]
         for line in cursor.new_lines(service):
             if service == "router":
                 rid, wall = parse_router_line(line)

@@ -59,6 +59,15 @@ def write_test_report(folder: Path, history: History, result: dict[str, Any]) ->
         render_timeline(history, folder / "timeline.png", title=f"{result['test']} ({result['outcome']})")
 
 
+FIGURES = ("does_not_grow", "amplification_at_most")  # verdicts whose message is a figure a user asks for
+
+
+def figures(results: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(test, verdict) for every verdict that reports a figure (a soak's slopes, retry
+    amplification), whatever its status."""
+    return [(r["test"], v) for r in results for v in r["verdicts"] if v["name"].startswith(FIGURES)]
+
+
 def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int, command: str) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "summary.json").write_text(json.dumps({"seed": seed, "command": command, "tests": results}, indent=2))
@@ -76,6 +85,9 @@ def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int
         reqs = ", ".join(f"{k} {n}" for k, n in sorted(r["requests"].items()))
         faults = "; ".join(f["description"] for f in r["faults"])
         lines.append(f"| {r['test']} | {r['outcome']} | {r['duration_s']:.1f} | {reqs} | {faults} | {bad} | `pytest '{r['test']}' --seed {seed}` |")
+    found = figures(results)
+    if found:
+        lines += ["", "## Figures", ""] + [f"- `{test}` {v['name'].split('(')[0]} ({v['status']}): {v['message']}" for test, v in found]
     issues = [r for r in results if r["known_issue"]]
     if issues:
         lines += ["", "## Known issues (strict xfail)", ""] + [f"- `{r['test']}` ({r['outcome']}): {r['known_issue']}" for r in issues]

@@ -26,7 +26,7 @@ __all__ = ["AttachedStack", "DESTRUCTIVE_HINT"]
 DESTRUCTIVE_HINT = "pass --allow-destructive to let pd-chaos kill, freeze and restart services of a stack it did not start"
 # SGLang's and smg's own defaults: what a deployment runs with unless its stack file says otherwise.
 _DEFAULT_TIMEOUTS = {"bootstrap_s": 300.0, "waiting_s": 300.0, "inflight_s": 300.0, "heartbeat_interval_s": 5.0, "heartbeat_max_failure": 2}
-_DEFAULT_ROUTER = {"request_timeout_s": 1800.0, "cb_timeout_s": 60.0}
+_DEFAULT_ROUTER = {"request_timeout_s": 1800.0, "cb_timeout_s": 60.0, "max_retries": 5}
 _DEFAULT_BOUNDS = {"slack_s": 1.5, "forward_s": 2.0, "recovery_s": 10.0, "restart_s": 120.0, "startup_timeout_s": 120.0, "command_timeout_s": 30.0}
 _PROCESS_COMMANDS = ("running", "frozen", "kill", "start", "restart", "freeze", "thaw")
 _LINK_CAPABILITY = {"client_router": Capability.PROXIED_CLIENT, "bootstrap": Capability.PROXIED_BOOTSTRAP, "control": Capability.PROXIED_CONTROL, "kv": Capability.PROXIED_KV}
@@ -78,6 +78,7 @@ class AttachedStack:
                 "inflight_watchdog": "inflight_s" in raw.get("timeouts", {}),
                 "router_request_timeout_s": router["request_timeout_s"],
                 "router_cb_timeout_s": router["cb_timeout_s"],
+                "router_max_retries": router["max_retries"],
                 **bounds,
             },
         )
@@ -138,6 +139,9 @@ class AttachedStack:
     # ---- the Target interface ---------------------------------------------------------------
     def is_running(self, service: str) -> bool:
         return self._holds(service, "running")
+
+    def main_pid(self, service: str) -> int | None:
+        return None  # a deployment's processes may be on any host: a soak reads none
 
     def is_frozen(self, service: str) -> bool:
         return self._holds(service, "frozen")

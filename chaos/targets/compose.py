@@ -72,6 +72,7 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDSIM_MAX_RUNNING_REQUESTS": str(cfg.max_running_requests),
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
+        "SMG_RETRY_MAX_RETRIES": str(cfg.router_max_retries),
         # sglang-cpu.yaml mounts the host's SGLang venv and model, and the engines' launcher with the sgl_kernel shim
         "PDCHAOS_SGLANG_HOME": str(SGLANG_HOME),
         "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),
@@ -179,6 +180,10 @@ class ComposeStack:
         )
         if service == "toxiproxy":
             create_proxies(self.info)
+
+    def main_pid(self, service: str) -> int | None:
+        c = self._container(service)
+        return int(c.attrs["State"]["Pid"]) or None  # 0 when it is not running; the host's PID namespace
 
     def start(self, service: str) -> None:
         if self.is_running(service):

@@ -103,7 +103,8 @@ class EmbeddedStack:
                  "--prefill", _url(ports.prefill), str(ports.bootstrap), "--decode", _url(ports.decode),
                  "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
                  "--request-timeout-secs", str(cfg.router_request_timeout_s),
-                 "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--log-level", "info"),
+                 "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--retry-max-retries", str(cfg.router_max_retries),
+                 "--log-level", "info"),
                 {"NO_COLOR": "1"},
                 logs / "router.log",
             ),  # fmt: skip
@@ -193,6 +194,9 @@ class EmbeddedStack:
 
     def is_running(self, service: str) -> bool:
         return alive(self.pid(service))
+
+    def main_pid(self, service: str) -> int | None:
+        return self.pid(service) if self.is_running(service) else None
 
     def is_frozen(self, service: str) -> bool:
         return proc_state(self.pid(service)) == "T"

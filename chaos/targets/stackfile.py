@@ -88,7 +88,7 @@ SCHEMA: dict[str, Any] = {
         "router": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"request_timeout_s": _SECONDS, "cb_timeout_s": _SECONDS},
+            "properties": {"request_timeout_s": _SECONDS, "cb_timeout_s": _SECONDS, "max_retries": {"type": "integer", "minimum": 1}},
         },
         "bounds": {
             "type": "object",

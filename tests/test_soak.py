@@ -1,0 +1,59 @@
+"""The soak's pieces that need no stack: its clock, the process readings, the growth report."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from chaos.growth import CHECKPOINT, Limit
+from chaos.history import History, Sample, TriggerFired
+from chaos.pipeline import Metric
+from chaos.reports.growth import render_growth
+from chaos.sampler import PROCS, Sampler
+from chaos.soak import Soak, parse_duration
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("2h", 7200), ("45", 45), ("1.5m", 90)])
+def test_durations(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "-5m", "5 minutes", "m"])
+def test_a_duration_that_is_none_is_refused(text):
+    with pytest.raises(ValueError, match="not a duration"):
+        parse_duration(text)
+
+
+def test_cycles_end_once_the_duration_is_spent_or_the_count_bound(monkeypatch):
+    assert sum(1 for _ in Soak(0.05).cycles()) >= 1  # ends: the loop is bounded in time
+    monkeypatch.setattr("chaos.soak.MAX_CYCLES", 3)
+    assert list(Soak(3600).cycles()) == [0, 1, 2]  # and in count
+
+
+def test_process_trees_are_read_and_a_descriptor_more_is_seen():
+    h = History()
+    s = Sampler(h, {})
+    s.watch_processes({"rig": os.getpid, "gone": lambda: None})
+    try:
+        assert s.poll(lambda: s.latest(PROCS) is not None, timeout_s=3)
+        before = s.latest(PROCS)
+        assert before is not None and before.values["rss_bytes:rig"] > 0 and "open_fds:gone" not in before.values
+        with socket.socket() as extra:
+            extra.bind(("127.0.0.1", 0))
+            assert s.poll(lambda: (last := s.latest(PROCS)) is not None and last.t > before.t, timeout_s=3)
+            assert s.latest(PROCS).values["open_fds:rig"] >= before.values["open_fds:rig"] + 1  # type: ignore[union-attr]
+    finally:
+        s.stop()
+
+
+def test_the_growth_report_draws_every_quantity(tmp_path):
+    h = History()
+    for t in range(8):
+        h.append(Sample(float(t), PROCS, {"open_fds:decode": 10.0 + t}))
+        h.append(TriggerFired(t + 0.1, CHECKPOINT, "quiet"))
+    render_growth(h, [Limit(Metric(PROCS, "open_fds:decode"), 8, unit=" fds"), Limit(Metric(PROCS, "open_fds:router"), 8)], tmp_path)
+    table = (tmp_path / "soak.md").read_text()
+    assert "8 checkpoints" in table and "+3.6e+03 fds" in table and "unknown" in table
+    assert (tmp_path / "soak.png").stat().st_size > 0
