@@ -6,7 +6,7 @@ prometheus_client's. Values are summed over label sets, keyed by the metric name
 its ``sglang:`` prefix (engines) or as-is (router, Toxiproxy). A failed scrape records
 nothing: missing data stays missing, never zero.
 
-A scenario may also watch engines' ``/health`` (``watch_health``) as a health checker sees
+A scenario may also watch services' health probes (``watch_health``) as a checker sees
 it: the ``health`` source holds, per service, 1 for a 200, 0 for any other answer; a probe
 that got no answer in time leaves its service out of the sample (no answer is not an answer).
 A soak also watches processes (``watch_processes``): the ``procs`` source holds each
@@ -112,7 +112,7 @@ class Sampler:
         return self
 
     def watch_health(self, urls: dict[str, str]) -> None:
-        """Probe each service's ``/health`` (service -> base URL) from now on, into the
+        """Probe each service's health endpoint (service -> its URL) from now on, into the
         ``health`` source. Opt-in: the engines log every probe."""
         if HEALTH in self._clients:
             raise ValueError("health is already watched")
@@ -167,7 +167,7 @@ class Sampler:
         values: dict[str, float] = {}
         for service, url in self._health_urls.items():
             try:
-                values[service] = 1.0 if self._clients[name].get(url + "/health").status_code == 200 else 0.0
+                values[service] = 1.0 if self._clients[name].get(url).status_code == 200 else 0.0
             except httpx.HTTPError:
                 self.failures[name].append(t)
         self._add(Sample(t, name, values))

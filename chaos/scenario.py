@@ -38,6 +38,7 @@ __all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "Scenario", "NoVerdict"]
 
 QUIET_MARGIN_S = 1.0  # sampling past a leak bound, so that its window is covered by samples
 REQUESTS_AT_WORKER = Metric("router", "smg_worker_requests_active")
+HEALTH_PATHS = {"router": "/readiness"}  # what a load balancer asks smg; an engine's is /health
 
 
 class NoVerdict(RigError):
@@ -82,9 +83,10 @@ class Scenario:
         self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
 
     def watch_health(self, *services: str) -> None:
-        """Probe these engines' ``/health`` from now on, as a checker would
-        (``v.health_tells_truth`` judges what they said)."""
-        self.sampler.watch_health({s: self.target.info.endpoints[s] for s in services})
+        """Probe these services' readiness from now on, as a checker would: an engine's
+        ``/health``, smg's ``/readiness`` (``v.health_tells_truth`` and
+        ``v.not_ready_before_gone`` judge what they said)."""
+        self.sampler.watch_health({s: self.target.info.endpoints[s] + HEALTH_PATHS.get(s, "/health") for s in services})
 
     def watch_processes(self, *services: str) -> None:
         """Read these services' process trees (memory, open files) from now on, where the

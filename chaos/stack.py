@@ -129,6 +129,10 @@ class StackConfig:
     router_request_timeout_s: int = 30
     router_cb_timeout_s: int = 3  # smg's circuit-breaker open time (default 60 s), scaled like the rest
     router_max_retries: int = 5  # smg's --retry-max-retries (its default): the retry budget a suite holds it to
+    # smg's health checks (default every 60 s): a worker smg marked unhealthy (SGLang answers
+    # 503 while it drains after SIGTERM) is routed to again after 2 good checks, so with the
+    # default a restarted decode stays unused for up to 2 min; scaled like the rest
+    router_health_check_interval_s: int = 2
     startup_timeout_s: float = 30.0
     slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
@@ -204,6 +208,7 @@ class StackInfo:
                 "router_request_timeout_s": cfg.router_request_timeout_s,
                 "router_cb_timeout_s": cfg.router_cb_timeout_s,
                 "router_max_retries": cfg.router_max_retries,
+                "router_health_check_interval_s": cfg.router_health_check_interval_s,
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
                 "kv_bytes_per_token": cfg.kv_bytes_per_token,

@@ -599,8 +599,9 @@ def health_tells_truth(service: str, *, phase: Phase) -> Check:
 
 
 def not_ready_before_gone(service: str) -> Check:
-    """Once the fault began (a SIGTERM), ``service``'s /health answered non-200 before it
-    stopped answering at all: readiness fails while it still serves, so a load balancer
+    """Once the fault began (a SIGTERM), ``service``'s readiness probe (an engine's /health,
+    smg's /readiness) answered non-200 before it stopped answering at all: readiness fails
+    while it still serves, so a load balancer
     stops sending it work before its port goes dark (smg #876, three-phase shutdown).
     Needs ``scenario.watch_health(service)``."""
 
@@ -615,10 +616,10 @@ def not_ready_before_gone(service: str) -> Check:
         gone = next((p.t for p in probes if service not in p.values), None)
         if unready is not None and (gone is None or unready < gone):
             shown = f", no answer from +{gone - start:.2f}s" if gone is not None else ""
-            return Verdict(vname, Status.PASS, f"/health answered non-200 from +{unready - start:.2f}s{shown}")
+            return Verdict(vname, Status.PASS, f"readiness answered non-200 from +{unready - start:.2f}s{shown}")
         if gone is not None:
-            return Verdict(vname, Status.FAIL, f"/health went from 200 to no answer at +{gone - start:.2f}s, never saying it was not ready")
-        return Verdict(vname, Status.UNKNOWN, f"{len(probes)} /health probes after the fault, none answered non-200 or went unanswered")
+            return Verdict(vname, Status.FAIL, f"readiness went from 200 to no answer at +{gone - start:.2f}s, never saying it was not ready")
+        return Verdict(vname, Status.UNKNOWN, f"{len(probes)} readiness probes after the fault, none answered non-200 or went unanswered")
 
     return check
 

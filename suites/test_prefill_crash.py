@@ -78,7 +78,10 @@ def test_prefill_frozen_then_thawed(scenario, workload, faults, bounds):
 
 def test_decode_picks_up_a_restarted_prefill(scenario, workload, faults, bounds):
     scenario.baseline(agents=2, rounds=2)
-    scenario.judge(v.recovers(within_s=bounds.recovery_s), v.outcomes_in(set()), v.replies_match_baseline())
-    with faults.restart("prefill"):  # quicker than the heartbeat can notice
+    scenario.judge(v.recovers(within_s=bounds.recovery_s), v.outcomes_in(set(), phase=Phase.AFTER), v.replies_match_baseline())
+    with faults.restart("prefill"):  # on pdsim quicker than the heartbeat can notice
         pass
+    # smg saw prefill down (its health checks run every 2 s) and routes to it again once it
+    # answers twice: the conversations start once the router serves, within the recovery bound
+    workload.probe_until_ok(within_s=bounds.recovery_s)
     workload.conversations(agents=2, rounds=2, deadlines=_deadlines(bounds), phase=Phase.AFTER).run()

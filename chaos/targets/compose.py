@@ -73,6 +73,7 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
         "SMG_RETRY_MAX_RETRIES": str(cfg.router_max_retries),
+        "SMG_HEALTH_CHECK_INTERVAL_SECS": str(cfg.router_health_check_interval_s),
         # sglang-cpu.yaml mounts the host's SGLang venv and model, and the engines' launcher with the sgl_kernel shim
         "PDCHAOS_SGLANG_HOME": str(SGLANG_HOME),
         "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),

@@ -104,7 +104,7 @@ class EmbeddedStack:
                  "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
                  "--request-timeout-secs", str(cfg.router_request_timeout_s),
                  "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--retry-max-retries", str(cfg.router_max_retries),
-                 "--log-level", "info"),
+                 "--health-check-interval-secs", str(cfg.router_health_check_interval_s), "--log-level", "info"),
                 {"NO_COLOR": "1"},
                 logs / "router.log",
             ),  # fmt: skip
