@@ -36,9 +36,13 @@ class Limit:
     unit: str = ""
     scale: float = 1.0
 
-    def allowed(self, first: float) -> float:
-        """The growth allowed, raw, given the first value (raw)."""
-        return max(self.most * self.scale, self.relative * abs(first))
+    @property
+    def label(self) -> str:
+        return f"{self.metric[0]}:{self.metric[1]}"
+
+    def allowed(self, fit: Fit) -> float:
+        """The growth allowed, raw, over ``fit``'s window: the relative part is of its first value."""
+        return max(self.most * self.scale, self.relative * abs(fit.points[0][1]))
 
     def show(self, raw: float, *, sign: bool = True) -> str:
         return f"{raw / self.scale:{'+' if sign else ''}.3g}{self.unit}"

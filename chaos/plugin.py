@@ -4,8 +4,9 @@
 
 Options live in one ``pdchaos`` group: ``--target`` (see ``chaos.targets.registry``;
 ``attach`` with ``--stack-file`` and ``--allow-destructive``), ``--seed``, ``--port-base``,
-``--stop-at-verdict``, ``--soak`` (the opt-in soak's duration) and ``--reports-dir``. Every stack a session starts is stopped at
-session end, whatever happened; an attached deployment is left as it was found.
+``--stop-at-verdict``, ``--soak`` (the opt-in soak's duration) and ``--reports-dir``.
+Every stack a session starts is stopped at session end, whatever happened; an attached
+deployment is left as it was found.
 """
 
 from __future__ import annotations

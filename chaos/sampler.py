@@ -114,7 +114,7 @@ class Sampler:
     def watch_health(self, urls: dict[str, str]) -> None:
         """Probe each service's health endpoint (service -> its URL) from now on, into the
         ``health`` source. Opt-in: the engines log every probe."""
-        if HEALTH in self._clients:
+        if HEALTH in self.failures:
             raise ValueError("health is already watched")
         self._health_urls = dict(urls)
         # a fresh connection each probe: a checker's kept-alive socket could outlive the process it asks

@@ -1,7 +1,6 @@
 """What a pytest session decides once, at configure, and every part of the plugin reads:
 the target under test, the seed of every random choice and the soak's duration (pytest
-stash keys), and which
-xdist worker it is, if any."""
+stash keys), and which xdist worker it is, if any."""
 
 from __future__ import annotations
 

@@ -35,10 +35,10 @@ __all__ = [
     "expect",
     "failed_requests_are_clean",
     "gauge_stays_at_most",
-    "open_at_fault",
     "health_tells_truth",
-    "not_ready_before_gone",
     "no_leak",
+    "not_ready_before_gone",
+    "open_at_fault",
     "outcomes_in",
     "raise_unless_passed",
     "record",
@@ -462,18 +462,17 @@ def does_not_grow(limits: Iterable[Limit]) -> Check:
     quantity with too few checkpoint values is unknown; every fitted slope is shown, per hour."""
     limits = list(limits)
 
-    @_named("does_not_grow(" + ", ".join(f"{s}:{m}" for s, m in (lim.metric for lim in limits)) + ")")
+    @_named("does_not_grow(" + ", ".join(lim.label for lim in limits) + ")")
     def check(h: History) -> Verdict:
         vname = check.__name__
         grown, missing, shown = [], [], []
         for lim in limits:
             f = fit(h, lim.metric)
-            label = f"{lim.metric[0]}:{lim.metric[1]}"
             if f is None:
-                missing.append(label)
+                missing.append(lim.label)
                 continue
-            allowed = lim.allowed(f.points[0][1])
-            line = f"{label} {lim.show(f.slope_per_s * 3600)}/h (floor {lim.show(f.growth)} over {f.window_s:.0f}s, at most {lim.show(allowed, sign=False)})"
+            allowed = lim.allowed(f)
+            line = f"{lim.label} {lim.show(f.slope_per_s * 3600)}/h (floor {lim.show(f.growth)} over {f.window_s:.0f}s, at most {lim.show(allowed, sign=False)})"
             shown.append(line)
             if f.growth > allowed:
                 grown.append(line)
@@ -601,8 +600,8 @@ def health_tells_truth(service: str, *, phase: Phase) -> Check:
 def not_ready_before_gone(service: str) -> Check:
     """Once the fault began (a SIGTERM), ``service``'s readiness probe (an engine's /health,
     smg's /readiness) answered non-200 before it stopped answering at all: readiness fails
-    while it still serves, so a load balancer
-    stops sending it work before its port goes dark (smg #876, three-phase shutdown).
+    while it still serves, so a load balancer stops sending it work before its port goes
+    dark (smg #876, three-phase shutdown).
     Needs ``scenario.watch_health(service)``."""
 
     @_named(f"not_ready_before_gone({service})")

@@ -22,15 +22,14 @@ def render_growth(history: History, limits: list[Limit], folder: Path) -> Path:
     fits = [(lim, fit(history, lim.metric)) for lim in limits]
     rows = ["| quantity | slope per hour | floor rise over the window | allowed | points |", "|---|---|---|---|---|"]
     for lim, f in fits:
-        name = f"{lim.metric[0]}:{lim.metric[1]}"
         if f is None:
-            rows.append(f"| {name} | unknown (fewer than 3 checkpoint values) | | | |")
+            rows.append(f"| {lim.label} | unknown (fewer than 3 checkpoint values) | | | |")
             continue
-        rows.append(f"| {name} | {lim.show(f.slope_per_s * 3600)} | {lim.show(f.growth)} over {f.window_s:.0f} s | {lim.show(lim.allowed(f.points[0][1]), sign=False)} | {len(f.points)} |")
+        rows.append(f"| {lim.label} | {lim.show(f.slope_per_s * 3600)} | {lim.show(f.growth)} over {f.window_s:.0f} s | {lim.show(lim.allowed(f), sign=False)} | {len(f.points)} |")
     (folder / "soak.md").write_text(f"# Soak: {len(checkpoints(history))} checkpoints\n\n" + "\n".join(rows) + "\n")
     fig, axes = plt.subplots(len(fits), 1, figsize=(10, 1.8 * len(fits)), sharex=True, squeeze=False)
     for ax, (lim, f) in zip(axes[:, 0], fits):
-        ax.set_title(f"{lim.metric[0]}:{lim.metric[1]} ({lim.unit.strip() or 'count'})", fontsize=8, loc="left")
+        ax.set_title(f"{lim.label} ({lim.unit.strip() or 'count'})", fontsize=8, loc="left")
         if f is None:
             ax.text(0.5, 0.5, "fewer than 3 checkpoint values", ha="center", va="center", transform=ax.transAxes, fontsize=8)
             continue
