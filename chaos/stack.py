@@ -125,7 +125,9 @@ class StackConfig:
     prefill_ms_per_token: float = 1.0
     decode_ms_per_step: float = 10.0
     kv_bytes_per_token: int = 1024
-    max_running_requests: int = 64
+    # each engine's running batch (SGLang's --max-running-requests; its decode takes twice as
+    # many more into transfer before its prealloc queue waits); the same on every target
+    max_running_requests: int = 32
     router_request_timeout_s: int = 30
     router_cb_timeout_s: int = 3  # smg's circuit-breaker open time (default 60 s), scaled like the rest
     router_max_retries: int = 5  # smg's --retry-max-retries (its default): the retry budget a suite holds it to
@@ -133,6 +135,12 @@ class StackConfig:
     # 503 while it drains after SIGTERM) is routed to again after 2 good checks, so with the
     # default a restarted decode stays unused for up to 2 min; scaled like the rest
     router_health_check_interval_s: int = 2
+    # smg's admission control: requests over --max-concurrent-requests wait in a queue of
+    # --queue-size for up to --queue-timeout-secs, the rest are shed (smg's defaults: a bound
+    # derived from the host, 100, 60 s)
+    router_max_concurrent_requests: int = -1
+    router_queue_size: int = 100
+    router_queue_timeout_s: int = 60
     startup_timeout_s: float = 30.0
     slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
@@ -209,6 +217,9 @@ class StackInfo:
                 "router_cb_timeout_s": cfg.router_cb_timeout_s,
                 "router_max_retries": cfg.router_max_retries,
                 "router_health_check_interval_s": cfg.router_health_check_interval_s,
+                "router_max_concurrent_requests": cfg.router_max_concurrent_requests,
+                "router_queue_size": cfg.router_queue_size,
+                "router_queue_timeout_s": cfg.router_queue_timeout_s,
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
                 "kv_bytes_per_token": cfg.kv_bytes_per_token,

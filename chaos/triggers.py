@@ -20,7 +20,7 @@ from chaos.history import History, Phase, TriggerFired
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
 
-__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "poll_for", "quiet", "requests_done", "wait_for"]
+__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "poll_for", "quiet", "requests_done", "requests_sent", "wait_for"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,15 @@ class Condition:
 
     describe: str
     check: Callable[[Sampler, float], tuple[bool, str]]  # (sampler, armed_at) -> (holds, value)
+
+    def __and__(self, other: "Condition") -> "Condition":
+        """Both hold at the same look."""
+
+        def check(sampler: Sampler, since: float) -> tuple[bool, str]:
+            (a, seen_a), (b, seen_b) = self.check(sampler, since), other.check(sampler, since)
+            return a and b, f"{seen_a}; {seen_b}"
+
+        return Condition(f"{self.describe} and {other.describe}", check)
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,17 @@ def log_line(target: Target, service: str, pattern: str) -> Condition:
         return False, "no matching line"
 
     return Condition(f"log line /{pattern}/ in {service}", check)
+
+
+def requests_sent(history: History, n: int, *, phase: Phase | None = None) -> Condition:
+    """Holds once ``n`` requests (of ``phase``) have been sent: a load's clients have all
+    started, whatever their threads' start-up took."""
+
+    def check(_: Sampler, __: float) -> tuple[bool, str]:
+        sent = len(history.ops(phase=phase))
+        return sent >= n, f"{sent} sent"
+
+    return Condition(f"{n} requests sent" + (f" in phase {phase}" if phase else ""), check)
 
 
 def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Condition:

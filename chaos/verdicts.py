@@ -34,18 +34,22 @@ __all__ = [
     "every_request_terminal",
     "expect",
     "failed_requests_are_clean",
+    "gauge_reached",
     "gauge_stays_at_most",
     "health_tells_truth",
     "no_leak",
     "not_ready_before_gone",
     "open_at_fault",
     "outcomes_in",
+    "queued_for",
     "raise_unless_passed",
     "record",
     "recovers",
+    "refused_within",
     "replies_match_baseline",
     "require",
     "requests_affected",
+    "served_or_refused",
     "requests_retried",
     "statuses_in",
     "stream_gaps_at_most",
@@ -163,6 +167,16 @@ def _completed(history: History, phase: Phase) -> list[Op]:
 
 def _none_completed(phase: Phase) -> str:
     return f"no request of phase {Phase(phase).value!r} completed"
+
+
+def _all_within(vname: str, measured: list[tuple[float, Op]], bound_s: float, *, over: str, each: str, passed: str) -> Verdict:
+    """Pass when every op's measure (seconds) is within ``bound_s``; else fail naming the
+    first few over it. ``each`` formats one measure, ``passed`` the count and the worst."""
+    beyond = [(d, o) for d, o in measured if d > bound_s]
+    if beyond:
+        ev = "; ".join(f"{_op_label(o)}: {each.format(d)}" for d, o in beyond[:4])
+        return Verdict(vname, Status.FAIL, f"{len(beyond)} of {len(measured)} {over}: {ev}")
+    return Verdict(vname, Status.PASS, passed.format(n=len(measured), worst=max(d for d, _ in measured)))
 
 
 def every_request_terminal(*, within_s: float, phase: Phase | None = None) -> Check:
@@ -361,6 +375,25 @@ def context_grows() -> Check:
     return check
 
 
+def gauge_reached(gauge: Metric, value: float, *, why: str) -> Check:
+    """Premise: ``gauge`` reached ``value`` in some sample (the load filled what it meant to
+    fill, e.g. the router's admission permits); otherwise unknown."""
+    source, metric = gauge
+
+    @_named(f"gauge_reached({source}:{metric} >= {value:g})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        series = h.series(source, metric)
+        if not series:
+            return Verdict(vname, Status.UNKNOWN, f"no samples of {source}:{metric}")
+        peak = max(val for _, val in series)
+        if peak < value:
+            return Verdict(vname, Status.UNKNOWN, f"{metric} peaked at {peak:g} ({why})")
+        return Verdict(vname, Status.PASS, f"{metric} peaked at {peak:g}")
+
+    return check
+
+
 def gauge_stays_at_most(gauge: Metric, limit: float, *, why: str = "") -> Check:
     """A gauge never exceeds ``limit`` anywhere in the history (e.g. a healthy worker's
     circuit breaker stays closed)."""
@@ -555,11 +588,7 @@ def stream_gaps_at_most(gap_s: float, *, phase: Phase, why: str) -> Check:
         if not streams:
             return Verdict(vname, Status.UNKNOWN, f"no stream of phase {Phase(phase).value!r} with two chunks or more")
         worst = [(max(b.t - a.t for a, b in zip(o.chunks, o.chunks[1:])), o) for o in streams]
-        over = [(g, o) for g, o in worst if g > gap_s]
-        if over:
-            ev = "; ".join(f"{_op_label(o)}: {g:.2f}s without a chunk" for g, o in over[:4])
-            return Verdict(vname, Status.FAIL, f"{len(over)} of {len(streams)} streams stalled: {ev}")
-        return Verdict(vname, Status.PASS, f"{len(streams)} streams, longest gap {max(g for g, _ in worst):.2f}s")
+        return _all_within(vname, worst, gap_s, over="streams stalled", each="{:.2f}s without a chunk", passed="{n} streams, longest gap {worst:.2f}s")
 
     return check
 
@@ -640,6 +669,67 @@ def statuses_in(allowed: Collection[int], *, phase: Phase, why: str) -> Check:
             ev = "; ".join(f"{_op_label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3])  # type: ignore[union-attr]
             return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} outside {shown}: {ev}")
         return Verdict(vname, Status.PASS, f"all {len(ops)} answered {sorted({o.complete.status for o in ops})}")  # type: ignore[union-attr]
+
+    return check
+
+
+def refused_within(status: int, within_s: float, *, phase: Phase) -> Check:
+    """Every request of ``phase`` answered ``status`` got that answer within ``within_s`` of
+    its send: a refusal is shed at the door, not after the request waited for a timeout."""
+
+    @_named(f"refused_within({status}, {within_s:g}s, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        refused = [(o.complete.t - o.invoke.t, o) for o in _completed(h, phase) if o.complete.status == status]  # type: ignore[union-attr]
+        if not refused:
+            return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} was answered {status}")
+        return _all_within(vname, refused, within_s, over="refusals came late", each="after {:.2f}s", passed="{n} refusals, the slowest in {worst:.2f}s")
+
+    return check
+
+
+def served_or_refused(status: int, *, phase: Phase) -> Check:
+    """Every request of ``phase`` either succeeded or was refused with ``status``: load
+    shedding turns the excess away and serves the rest whole, it fails nothing else."""
+
+    @_named(f"served_or_refused({status}, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = _completed(h, phase)
+        if not ops:
+            return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
+        bad = [o for o in ops if o.outcome is not Outcome.OK and o.complete.status != status]  # type: ignore[union-attr]
+        if bad:
+            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}" for o in bad[:3])  # type: ignore[union-attr]
+            return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} neither served nor refused with {status}: {ev}")
+        refused = sum(1 for o in ops if o.complete.status == status)  # type: ignore[union-attr]
+        return Verdict(vname, Status.PASS, f"{len(ops) - refused} served, {refused} refused with {status}")
+
+    return check
+
+
+def queued_for(gauge: Metric, at_least_s: float, *, why: str) -> Check:
+    """Premise: ``gauge`` (a queue's length) stayed above 0 for ``at_least_s`` without a
+    break, in consecutive samples: the load really queued there that long. Otherwise a wait
+    the scenario meant to judge never happened: unknown."""
+    source, metric = gauge
+
+    @_named(f"queued_for({source}:{metric}, {at_least_s:g}s)")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        series = h.series(source, metric)
+        if not series:
+            return Verdict(vname, Status.UNKNOWN, f"no samples of {source}:{metric}")
+        longest, start, peak = 0.0, None, max(val for _, val in series)
+        for t, val in series:
+            if val > 0:
+                start = t if start is None else start
+                longest = max(longest, t - start)
+            else:
+                start = None
+        if longest < at_least_s:
+            return Verdict(vname, Status.UNKNOWN, f"{metric} held above 0 for {longest:.2f}s at most, peak {peak:g} ({why})")
+        return Verdict(vname, Status.PASS, f"{metric} held above 0 for {longest:.2f}s, peak {peak:g}")
 
     return check
 

@@ -62,9 +62,17 @@ class InFlight:
     bound_s: float
 
     @classmethod
-    def start(cls, sends: list[Callable[[], Complete]], deadlines: Deadlines) -> "InFlight":
-        """Each send on its own thread at once; ``join`` is bounded by their deadlines."""
-        return cls(Background({str(i): send for i, send in enumerate(sends)}), deadlines.ends_within_s + 1)
+    def start(cls, sends: list[Callable[[], Complete]], deadlines: Deadlines, *, interval_s: float = 0.0) -> "InFlight":
+        """Each send on its own thread, at once or, open loop, ``interval_s`` after the one
+        before (arrivals on a schedule, whatever the replies do: load that keeps coming);
+        ``join`` is bounded by their deadlines and the schedule."""
+
+        def at(delay_s: float, send: Callable[[], Complete]) -> Complete:
+            threading.Event().wait(delay_s)  # the send's slot in the schedule, not a wait for a condition
+            return send()
+
+        jobs = {str(i): partial(at, i * interval_s, send) if interval_s else send for i, send in enumerate(sends)}
+        return cls(Background(jobs), deadlines.ends_within_s + len(sends) * interval_s + 1)
 
     def join(self) -> list[Complete]:
         done = self.runner.join(self.bound_s)
@@ -156,11 +164,13 @@ class Workload:
         finally:
             client.close()
 
-    def background(self, bodies: list[dict[str, Any]], *, path: str = "/v1/chat/completions", phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None, hang_up_after: int | None = None) -> "InFlight":
-        """Send every body at once, each on its own connection, in the background: requests
-        in flight while a fault happens. ``join()`` waits for them, bounded by their deadlines."""
+    def background(self, bodies: list[dict[str, Any]], *, path: str = "/v1/chat/completions", phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None, hang_up_after: int | None = None, interval_s: float = 0.0) -> "InFlight":
+        """Send every body at once (or one every ``interval_s``), each on its own connection,
+        in the background: requests in flight while a fault happens. ``join()`` waits for
+        them, bounded by their deadlines."""
         d = deadlines or self.deadlines
-        return InFlight.start([partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies], d)
+        sends = [partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies]
+        return InFlight.start(sends, d, interval_s=interval_s)
 
     def openai_background(self, texts: list[str], *, max_tokens: int, stream: bool = True, phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None) -> "InFlight":
         """Like ``background``, through the official ``openai`` client (``chaos.openai_client``),

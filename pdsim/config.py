@@ -43,7 +43,7 @@ class EngineConfig:
     decode_s_per_step: float = 0.01
     kv_bytes_per_token: int = 256
     kv_chunk_bytes: int = 65536
-    max_running_requests: int = 64
+    max_running_requests: int = 32
     kv_pool_tokens: int = 200_000
     max_total_num_tokens: int = 32768
     tick_s: float = 0.005
@@ -69,6 +69,13 @@ class EngineConfig:
         return defect in self.defects
 
     @property
+    def decode_slots(self) -> int:
+        """Requests decode holds past prealloc: the running limit plus SGLang 0.5.23's default
+        extra slots for requests in transfer (twice the limit when it is 32 or less)."""
+        extra = 2 * self.max_running_requests if self.max_running_requests <= 32 else 0
+        return self.max_running_requests + extra
+
+    @property
     def control_address(self) -> str:
         return self.control_advertise or f"{self.host}:{self.control_port}"
 
@@ -91,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefill-ms-per-token", type=float, default=0.5)
     p.add_argument("--decode-ms-per-step", type=float, default=10.0)
     p.add_argument("--kv-bytes-per-token", type=int, default=256)
-    p.add_argument("--max-running-requests", type=int, default=64)
+    p.add_argument("--max-running-requests", type=int, default=32)
     p.add_argument("--kv-pool-tokens", type=int, default=200_000)
     return p
 

@@ -1,10 +1,15 @@
 """The decode engine: prealloc queue, transfer queue, running batch, heartbeat.
 
 Queue flow (SGLang's ``disaggregation/decode.py``): a request fetches prefill's route info
-(cached per bootstrap address), waits in the prealloc queue until the KV pool and the
-running limit admit it, sends its metadata to prefill over the control channel (the
-waiting-timeout clock starts here), waits in the transfer queue for the KV bytes on its kv
-server, then decodes one token per step.
+(cached per bootstrap address), waits in the prealloc queue until the KV pool and a request
+slot admit it, sends its metadata to prefill over the control channel (the waiting-timeout
+clock starts here), waits in the transfer queue for the KV bytes on its kv server, then in
+the waiting queue for a place in the running batch, then decodes one token per step.
+
+Admission (SGLang 0.5.23): decode has ``max_running_requests`` slots for its running batch
+plus ``disaggregation_decode_extra_slots`` for requests being received, by default twice the
+running limit when that is 32 or less (``arg_groups/pd_disaggregation_hook.py``), so a
+request waits in prealloc once running, waiting and transferring requests fill them all.
 
 Timeouts: the waiting timeout covers WaitingForInput and Transferring (the latter is
 SGLang PR #31800's fix; the ``stuck_transferring`` defect leaves it out). The heartbeat
@@ -56,6 +61,7 @@ class DecodeEngine(Engine):
         super().__init__(cfg)
         self.prealloc: list[Req] = []
         self.transfer: list[Req] = []
+        self.waiting: list[Req] = []  # KV received, waiting for a place in the running batch
         self.running: list[Req] = []
         self.links: dict[str, PrefillLink] = {}
         self._fetching: dict[str, int] = {}  # addr -> attempts made; present while a fetch runs
@@ -275,7 +281,7 @@ class DecodeEngine(Engine):
         late bytes land (the newest one admitted since the abort and still alive) decodes
         the rest of its reply from the aborted request's KV: another context's output."""
         freed_at = self._freed_at.pop(aborted.rid, float("inf"))  # never freed: no page to share
-        alive = [r for r in (*self.transfer, *self.running) if r.stage_since >= freed_at and r.finish is None and not r.leaked]
+        alive = [r for r in (*self.transfer, *self.waiting, *self.running) if r.stage_since >= freed_at and r.finish is None and not r.leaked]
         victim = max(alive, key=lambda r: r.stage_since, default=None)
         log_event("kv", bootstrap_room=room, state="late_write_into_freed_pages", rid=aborted.rid, landed_in=victim.room if victim else None)
         if victim is None:
@@ -288,7 +294,7 @@ class DecodeEngine(Engine):
     def _maybe_mix_up(self, aux: dict[str, Any]) -> dict[str, Any]:
         """``room_mixup``: under concurrency, now and then hand out another room's KV."""
         previous, self._last_aux = self._last_aux, aux
-        if not self.cfg.has(Defect.ROOM_MIXUP) or previous is None or len(self.transfer) + len(self.running) < 2:
+        if not self.cfg.has(Defect.ROOM_MIXUP) or previous is None or len(self.transfer) + len(self.waiting) + len(self.running) < 2:
             return aux
         self._completions += 1
         return previous if self._completions % self.cfg.mixup_period == 0 else aux
@@ -304,11 +310,13 @@ class DecodeEngine(Engine):
             self._check_timeouts(now)
         self._pop_preallocated(now)
         self._pop_transferred(now)
+        self._pop_waiting(now)
 
     def _check_timeouts(self, now: float) -> None:
         timed = {KVPoll.WaitingForInput} if self.cfg.has(Defect.STUCK_TRANSFERRING) else {KVPoll.WaitingForInput, KVPoll.Transferring}
+        from_arrival = self.cfg.has(Defect.WAITING_CLOCK_FROM_ARRIVAL)
         for req in self.transfer:
-            elapsed = now - req.stage_since
+            elapsed = now - (req.arrival if from_arrival else req.meta_sent_at)
             if req.status.poll in timed and not req.leaked and elapsed > self.cfg.waiting_timeout_s:
                 state = req.status.poll.name
                 req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in KVPoll.{state}")
@@ -343,14 +351,15 @@ class DecodeEngine(Engine):
                     self.spawn(self._connect(link))
                 continue
             need = req.prompt_tokens + req.max_new_tokens
-            busy = len(self.transfer) + len(self.running)
-            if self.used_tokens + need > self.cfg.kv_pool_tokens or busy >= self.cfg.max_running_requests:
-                break  # FIFO: waits for memory, with no timeout (as SGLang)
+            busy = len(self.transfer) + len(self.waiting) + len(self.running)
+            if self.used_tokens + need > self.cfg.kv_pool_tokens or busy >= self.cfg.decode_slots:
+                break  # FIFO: waits for memory and a slot, with no timeout (as SGLang)
             self.prealloc.remove(req)
             self.alloc(need)
             self.metrics.stage("decode_prepare", now - req.stage_since)
             req.stage_since = now
             req.status.update(KVPoll.WaitingForInput)
+            req.meta_sent_at = now
             assert req.room is not None
             self._transfer_by_room[req.room] = req
             self.transfer.append(req)
@@ -386,17 +395,24 @@ class DecodeEngine(Engine):
             if req.status.poll is KVPoll.Success:
                 self._leave_transfer(req)
                 self.metrics.stage("decode_transferred", now - req.stage_since)
-                req.first_token_at = now
-                self.running.append(req)
-                log_event("req", rid=req.rid, bootstrap_room=req.room, state="running")
-                req.push(Update("tokens"))
-                self.note_tokens(now, 1)
-                self._check_finished(req)
+                req.stage_since = now
+                self.waiting.append(req)
             elif req.status.poll is KVPoll.Failed:
                 self._leave_transfer(req)
                 self.free(req.prompt_tokens + req.max_new_tokens)
                 self.metrics.count_failure(bootstrap=False)
                 self._fail(req, "Decode transfer failed")
+
+    def _pop_waiting(self, now: float) -> None:
+        """Into the running batch, FIFO, while it has room."""
+        while self.waiting and len(self.running) < self.cfg.max_running_requests:
+            req = self.waiting.pop(0)
+            req.first_token_at = now
+            self.running.append(req)
+            log_event("req", rid=req.rid, bootstrap_room=req.room, state="running")
+            req.push(Update("tokens"))
+            self.note_tokens(now, 1)
+            self._check_finished(req)
 
     def _leave_transfer(self, req: Req) -> None:
         self.transfer.remove(req)
@@ -466,14 +482,14 @@ class DecodeEngine(Engine):
                 self._send_abort(req)
             self._leave_transfer(req)
             self.free(req.prompt_tokens + req.max_new_tokens)
-        elif req in self.running:
-            self.running.remove(req)
+        elif req in self.waiting or req in self.running:
+            (self.waiting if req in self.waiting else self.running).remove(req)
             self.free(req.prompt_tokens + req.max_new_tokens)
 
     def publish(self, now: float, *, gen_throughput: float) -> None:
         self.metrics.set_queues(
             running=len(self.running),
-            queue=0,
+            queue=len(self.waiting),
             used_tokens=self.used_tokens,
             pool_tokens=self.cfg.kv_pool_tokens,
             gen_throughput=gen_throughput,
@@ -482,9 +498,9 @@ class DecodeEngine(Engine):
         )
 
     def loads(self) -> dict[str, int]:
-        waiting = len(self.prealloc) + len(self.transfer)
+        waiting = len(self.prealloc) + len(self.transfer) + len(self.waiting)
         return {"running": len(self.running), "waiting": waiting, "total": waiting + len(self.running),
                 "decode_prealloc_queue_reqs": len(self.prealloc), "decode_transfer_queue_reqs": len(self.transfer)}  # fmt: skip
 
     def is_idle(self) -> bool:
-        return not (self.prealloc or self.transfer or self.running)
+        return not (self.prealloc or self.transfer or self.waiting or self.running)

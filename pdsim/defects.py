@@ -34,6 +34,7 @@ class Defect(enum.Enum):
     SIGTERM_CUTS_STREAMS = "sigterm_cuts_streams"
     KV_SOCKET_LEAK = "kv_socket_leak"
     FAILED_ROOM_PINNED = "failed_room_pinned"
+    WAITING_CLOCK_FROM_ARRIVAL = "waiting_clock_from_arrival"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

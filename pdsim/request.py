@@ -61,6 +61,7 @@ class Req:
     finish: dict[str, Any] | None = None
     digest: str | None = None
     stage_since: float = field(default_factory=time.monotonic)
+    meta_sent_at: float = 0.0  # decode: when its metadata went to prefill, where the waiting clock starts
     first_token_at: float | None = None
     leaked: bool = False
     aborted: bool = False

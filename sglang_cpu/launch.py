@@ -3,8 +3,9 @@ SGLang 0.5.23 run on a CPU in PD mode, written once for the local target
 (``chaos/targets/sglang_cpu.py``) and the Compose overlay (``compose/sglang-cpu.yaml``).
 
     python sglang_cpu/launch.py prefill --model-path M --served-model-name N --port P \\
-        --nccl-port Q --bootstrap-port B
-    python sglang_cpu/launch.py decode  --model-path M --served-model-name N --port P --nccl-port Q
+        --nccl-port Q --max-running-requests R --bootstrap-port B
+    python sglang_cpu/launch.py decode  --model-path M --served-model-name N --port P --nccl-port Q \\
+        --max-running-requests R
 
 It replaces itself (``exec``) with ``python -m sglang.launch_server`` under the same
 interpreter, so the engine is the process the target signals, and it imports nothing of
@@ -27,7 +28,7 @@ FLAGS = (
     "--device", "cpu", "--attention-backend", "torch_native", "--disable-overlap-schedule",
     "--disaggregation-transfer-backend", "mooncake_tcp", "--enable-metrics",
     "--sleep-on-idle",  # otherwise each idle scheduler spins a whole core
-    "--max-total-tokens", "65536", "--max-running-requests", "32", "--dtype", "bfloat16",
+    "--max-total-tokens", "65536", "--dtype", "bfloat16",
     "--decode-log-interval", "1",  # /metrics' decode queue gauges move when decode logs a batch: every step
     "--load-snapshot-publish-interval", "1",  # /v1/loads (the live queue counts) at every decode step too
     "--log-requests", "--log-requests-level", "0",  # Receive:/Finish: lines with rid and routing_key
@@ -54,10 +55,12 @@ ENV = {
 ROLE_ENV = {"prefill": {"SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"}, "decode": {}}
 
 
-def command(role: str, *, model_path: str, served_model_name: str, port: int, nccl_port: int, bootstrap_port: int | None) -> list[str]:
-    """The engine's argv after the interpreter."""
+def command(role: str, *, model_path: str, served_model_name: str, port: int, nccl_port: int, max_running_requests: int, bootstrap_port: int | None) -> list[str]:
+    """The engine's argv after the interpreter. The running limit is the stack's (an overload
+    suite runs a stack with a small one)."""
     argv = ["-m", "sglang.launch_server", "--model-path", model_path, "--served-model-name", served_model_name,
-            "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port), *FLAGS, *ROLE_FLAGS[role]]  # fmt: skip
+            "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port),
+            "--max-running-requests", str(max_running_requests), *FLAGS, *ROLE_FLAGS[role]]  # fmt: skip
     if role == "prefill":
         if bootstrap_port is None:
             raise SystemExit("launch.py prefill needs --bootstrap-port")
@@ -78,9 +81,11 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("--served-model-name", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--nccl-port", type=int, required=True)
+    parser.add_argument("--max-running-requests", type=int, required=True)
     parser.add_argument("--bootstrap-port", type=int)
     a = parser.parse_args(args)
-    argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port, bootstrap_port=a.bootstrap_port)
+    argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port,
+                   max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port)  # fmt: skip
     os.execve(sys.executable, [sys.executable, *argv], environment(a.role, dict(os.environ)))
 
 

@@ -8,7 +8,9 @@ to the router (smg), while long streams run through them (trigger: smg counts al
 decode); once the service has exited on its own, the stack starts it again. Verdicts: every
 stream open at the SIGTERM finishes with ``[DONE]`` (no request the system accepted is
 lost), the service's readiness (an engine's /health, smg's /readiness) answers non-200
-before it stops answering, service comes back, nothing leaks.
+before it stops answering, service comes back, nothing leaks. Prefill holds a request only
+briefly; its SIGTERM is sent where it holds many, behind a full decode:
+``test_overload.py::test_prefill_sigterm_drains_the_requests_it_holds``.
 """
 
 from __future__ import annotations

@@ -252,3 +252,28 @@ def test_finished_kv_connections_are_closed_unless_kv_socket_leak(start, defects
         wait_until(lambda: kept() >= 6, timeout_s=3, what="six KV sockets kept in CLOSE_WAIT")
     else:
         wait_until(lambda: kept() == 0, timeout_s=3, what="no KV socket kept")
+
+
+@pytest.mark.parametrize("defects", ["", "waiting_clock_from_arrival"])
+def test_queued_requests_keep_their_waiting_time_unless_waiting_clock_from_arrival(start, defects):
+    """Decode runs 1 request at a time with 3 slots (SGLang 0.5.23's extra slots), so of 6
+    requests of 1 s each the last ones queue in prealloc for seconds, longer than the 2 s
+    waiting timeout: they must succeed, as the clock starts when decode sends their metadata;
+    with the defect it started on arrival and they fail on admission."""
+    s = start(defects, max_running_requests=1, timeouts=Timeouts(bootstrap_s=30, waiting_s=2, inflight_s=20))
+    body = {"text": "queue me", "sampling_params": {"max_new_tokens": 100, "ignore_eos": True}}
+    peak = {"prealloc": 0.0, "running": 0.0}
+    runs = [background(lambda: send(s, "/generate", body, timeout_s=20)) for _ in range(6)]
+
+    def done() -> bool:
+        peak["prealloc"] = max(peak["prealloc"], gauge(s, "decode", "num_decode_prealloc_queue_reqs"))
+        peak["running"] = max(peak["running"], gauge(s, "decode", "num_running_reqs"))
+        return not any(th.is_alive() for th, _ in runs)
+
+    wait_until(done, timeout_s=20, what="six queued requests ended")
+    statuses = [out["value"]["decode"].status for _, out in runs]
+    assert peak["running"] <= 1 and peak["prealloc"] >= 2, f"decode admitted past its slots: {peak}"
+    if defects:
+        assert any(st == 500 for st in statuses), f"no queued request failed on admission: {statuses}"
+    else:
+        assert statuses == [200] * 6, statuses

@@ -13,9 +13,9 @@ import pytest
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
-from chaos.history import TriggerFired
+from chaos.history import Invoke, TriggerFired
 from chaos.toxiproxy import Toxic
-from chaos.triggers import bytes_crossed, gauge, log_line
+from chaos.triggers import Condition, bytes_crossed, gauge, log_line, requests_sent
 
 
 def stages(history) -> list[str]:
@@ -147,3 +147,14 @@ def test_until_that_never_holds_heals_after_hold_s_without_a_rig_error(history, 
     assert 1.0 <= time.monotonic() - t0 < 3  # the verdicts judge what did not happen
     assert stages(history)[-2:] == ["healed", "heal_verified"]
     assert not any(isinstance(r, TriggerFired) and r.trigger.startswith("heal once") for r in history.records)
+
+
+def test_requests_sent_and_a_conjunction_of_conditions(history, sampler):
+    """``a & b`` holds only when both do at the same look, and shows what each saw."""
+    sent = requests_sent(history, 2)
+    yes = Condition("always", lambda _s, _t: (True, "yes"))
+    assert not (sent & yes).check(sampler, 0.0)[0]
+    for name in ("a", "b"):
+        history.append(Invoke(history.now(), 0.0, name, "/v1/chat/completions", False))
+    holds, seen = (sent & yes).check(sampler, 0.0)
+    assert holds and seen == "2 sent; yes" and (sent & yes).describe == "2 requests sent and always"

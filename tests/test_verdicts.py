@@ -401,3 +401,38 @@ def test_a_reading_that_caught_something_in_passing_is_no_growth():
         spiky.append(Sample(float(t), "decode", {"num_used_tokens": float(value)}))
         spiky.append(TriggerFired(t + 0.1, CHECKPOINT, "quiet"))
     assert status(v.does_not_grow([tokens]), spiky) is v.Status.PASS
+
+
+def _answered(h: History, name: str, t0: float, t1: float, code: int, outcome: Outcome) -> None:
+    h.append(Invoke(t0, 0.0, name, "/v1/chat/completions", False, phase=Phase.FAULT))
+    h.append(Complete(t1, 0.0, name, outcome, code, "" if code == 200 else "shed"))
+
+
+def test_served_or_refused_and_refused_within():
+    shed, failed, late = History(), History(), History()
+    for h in (shed, failed, late):
+        _answered(h, "a", 0.0, 2.0, 200, Outcome.OK)
+    _answered(shed, "b", 0.0, 0.1, 429, Outcome.CLEAN_ERROR)
+    _answered(failed, "b", 0.0, 0.1, 503, Outcome.CLEAN_ERROR)
+    _answered(late, "b", 0.0, 9.0, 429, Outcome.CLEAN_ERROR)
+    served = v.served_or_refused(429, phase=Phase.FAULT)
+    assert status(served, shed) is v.Status.PASS and "1 served, 1 refused" in served(shed).message
+    assert status(served, failed) is v.Status.FAIL and "got 503" in served(failed).message
+    assert status(served, History()) is v.Status.UNKNOWN
+    prompt = v.refused_within(429, 3.0, phase=Phase.FAULT)
+    assert status(prompt, shed) is v.Status.PASS
+    assert status(prompt, late) is v.Status.FAIL and "after 9.00s" in prompt(late).message
+    assert status(prompt, failed) is v.Status.UNKNOWN  # nothing was refused with 429: nothing to judge
+
+
+def test_queued_for_and_gauge_reached():
+    queue = Metric("decode", "prealloc")
+    held, broken = History(), History()
+    series(held, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 5), (6.0, 1), (6.5, 0)])
+    series(broken, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 0), (4.0, 5), (6.5, 0)])  # single samples, a break between
+    check = v.queued_for(queue, 4.5, why="no overload")
+    assert status(check, held) is v.Status.PASS and "5.00s" in check(held).message
+    assert status(check, broken) is v.Status.UNKNOWN and "0.00s at most" in check(broken).message
+    assert status(check, History()) is v.Status.UNKNOWN
+    assert status(v.gauge_reached(queue, 5, why="full"), held) is v.Status.PASS
+    assert status(v.gauge_reached(queue, 6, why="full"), held) is v.Status.UNKNOWN

@@ -99,3 +99,12 @@ def test_total_deadline_holds_against_a_server_that_never_answers(stream, silent
     took = time.monotonic() - t0
     assert reply.outcome is Outcome.CLIENT_TIMEOUT and "total deadline 1.5s" in reply.error, reply
     assert 1.5 <= took < 3.0, took
+
+
+def test_background_with_an_interval_sends_on_its_schedule(workload, history):
+    """Open-loop arrivals: the sends leave ``interval_s`` apart, each recorded at its send."""
+    done = workload.background([CHAT] * 4, interval_s=0.3).join()
+    sent = sorted(op.invoke.t for op in history.ops())
+    assert [c.outcome for c in done] == [Outcome.OK] * 4
+    gaps = [b - a for a, b in zip(sent, sent[1:])]
+    assert all(0.25 <= g <= 0.6 for g in gaps), gaps

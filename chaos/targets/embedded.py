@@ -104,7 +104,9 @@ class EmbeddedStack:
                  "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
                  "--request-timeout-secs", str(cfg.router_request_timeout_s),
                  "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--retry-max-retries", str(cfg.router_max_retries),
-                 "--health-check-interval-secs", str(cfg.router_health_check_interval_s), "--log-level", "info"),
+                 "--health-check-interval-secs", str(cfg.router_health_check_interval_s),
+                 "--max-concurrent-requests", str(cfg.router_max_concurrent_requests), "--queue-size", str(cfg.router_queue_size),
+                 "--queue-timeout-secs", str(cfg.router_queue_timeout_s), "--log-level", "info"),
                 {"NO_COLOR": "1"},
                 logs / "router.log",
             ),  # fmt: skip

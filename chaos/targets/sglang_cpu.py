@@ -75,7 +75,7 @@ class SGLangCPUStack(EmbeddedStack):
             "LD_LIBRARY_PATH": ":".join(str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")),  # libibverbs, libnl for Mooncake
         }
         common = (str(SGLANG_HOME / "venv" / "bin" / "python"), str(LAUNCHER))
-        model = ("--model-path", str(SGLANG_HOME / "model"), "--served-model-name", cfg.model)
+        model = ("--model-path", str(SGLANG_HOME / "model"), "--served-model-name", cfg.model, "--max-running-requests", str(cfg.max_running_requests))
         return {
             "prefill": ProcSpec(
                 "prefill",

@@ -1,0 +1,128 @@
+"""Under overload requests queue, and are served: no timeout fires whose clock should not be
+running, nothing leaks, and where the router sheds load it does so at the door, with its
+status.
+
+Bug class: a PD timeout measured from the wrong moment turns queueing into failures. SGLang
+starts decode's waiting clock when decode sends its metadata to prefill (``init_time`` in
+``disaggregation/common/conn.py``, 0.5.23), so time spent in decode's prealloc queue,
+waiting for a free slot, is not counted; a clock started on arrival fails every request that
+queued longer than the timeout although nothing is wrong (#10110, #11648, #9266: bootstrap
+and waiting timeouts under load). Prefill's bootstrap clock does run from arrival until
+decode's metadata comes, by design, so this module's stack sets it long and decode's waiting
+timeout short: a request may queue many times the waiting timeout and must still succeed.
+
+The same stack holds requests at prefill long enough to send it SIGTERM while it holds them
+(class 7, graceful shutdown, for the engine a request passes through only briefly): while
+decode's slots are full, prefill keeps each request in its bootstrap queue until decode
+sends its metadata. A draining prefill must serve them all before it exits (SGLang's
+``sigterm_watchdog`` waits for its requests), and say so on /health first.
+
+Fault model: load alone, on a stack of this module's own (every target that starts stacks;
+an attached deployment skips): decode runs 2 requests at a time (SGLang then holds 4 more in
+transfer and waiting, then queues the rest in prealloc), and smg admits 24 requests at once
+with 4 more queued. Verdicts: every queued request succeeds, decode's transfer-failure and
+prefill's bootstrap-failure counters stay flat (no watchdog fired under load alone), every
+queue and in-flight gauge returns to its baseline; and beyond smg's limits, the excess is
+refused with 429 at once, the rest served. Premises: decode's prealloc queue held requests
+for longer than the waiting timeout; the burst filled smg's admission permits.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.client import Deadlines
+from chaos.history import Phase
+from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT, Metric
+from chaos.stack import Timeouts
+from chaos.triggers import gauge, requests_sent
+
+pytestmark = [pytest.mark.fault("load")]
+
+RUNNING = 2  # decode's running batch: a small one, so that a few dozen requests overload it
+ADMITTED = 24  # smg's --max-concurrent-requests
+ROUTER_QUEUE = 4  # smg's --queue-size
+SHED = 6  # requests beyond both in the shedding test
+QUEUED = 24  # requests of the queueing test, all within smg's admission
+ARRIVAL_S = 0.25  # one every quarter second: arrivals outpace decode's 2-at-a-time service
+TOKENS = 400  # each request's reply length: about 1.2 s per wave of 2 on pdsim (3 ms a step) and on SGLang on CPU
+HELD = 12  # the SIGTERM test's streams: 6 fill decode's slots, the rest wait in prefill's bootstrap queue
+DECODE_PREALLOC = Metric("decode", "num_decode_prealloc_queue_reqs")
+PREFILL_BOOTSTRAP = Metric("prefill", "num_prefill_bootstrap_queue_reqs")
+ADMISSION = Metric("router", "smg_admission_inflight")  # smg's admission permits in use
+# A refusal at the door: far under smg's queue timeout (60 s), the next way a request could be
+# turned away, with room for 34 clients connecting at once on 2 busy cores (0.83 s seen on SGLang)
+DOOR_S = 3.0
+
+
+@pytest.fixture(scope="module")
+def stack(stack_factory):
+    """This module's stack: short waiting timeout, long bootstrap timeout, a small decode,
+    smg's admission limits set; with the session's pdsim defects, so the kill matrix reaches it."""
+    target = stack_factory.start(
+        defects=os.environ.get("PDSIM_DEFECTS", ""),
+        timeouts=Timeouts(bootstrap_s=60, waiting_s=3, inflight_s=20),
+        max_running_requests=RUNNING,
+        decode_ms_per_step=3.0,
+        router_max_concurrent_requests=ADMITTED,
+        router_queue_size=ROUTER_QUEUE,
+        router_request_timeout_s=90,
+    )
+    yield target
+    stack_factory.stop(target)
+
+
+def _mixed(workload, n: int, *, max_tokens: int, tag: str) -> list[dict]:
+    """Long and short prompts, streamed and not, alternating."""
+    return [
+        workload.chat(f"{tag} {i}: " + ("harbor lantern " * (120 if i % 3 == 0 else 4)), max_tokens=max_tokens, ignore_eos=True, stream=i % 2 == 0)
+        for i in range(n)
+    ]
+
+
+def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bounds):
+    # a queued stream sends no byte until it leaves decode's queues: its stall bound is the router's
+    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    scenario.judge(
+        v.outcomes_in(set(), phase=Phase.FAULT),
+        v.counter_never_rises(DECODE_TRANSFER_FAILED, why="decode's waiting clock starts when its metadata goes to prefill, not on arrival"),
+        v.counter_never_rises(PREFILL_BOOTSTRAP_FAILED, why="decode's metadata reached prefill within its bootstrap timeout"),
+    )
+    with faults.by_clients(f"overload: {QUEUED} requests, one every {ARRIVAL_S:g} s, {TOKENS} tokens each, into a decode running {RUNNING}"):
+        workload.background(_mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S).join()
+    scenario.require(v.queued_for(DECODE_PREALLOC, bounds.waiting_s + bounds.slack_s, why="the load never queued in prealloc longer than the waiting timeout"))
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
+
+
+def test_the_router_sheds_beyond_its_limits_at_once_and_serves_the_rest(scenario, workload, faults, bounds):
+    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    n = ADMITTED + ROUTER_QUEUE + SHED
+    scenario.judge(
+        v.served_or_refused(429, phase=Phase.FAULT),
+        v.refused_within(429, DOOR_S, phase=Phase.FAULT),
+        v.failed_requests_are_clean(),
+    )
+    with faults.by_clients(f"burst: {n} requests at once against smg's {ADMITTED} admitted and {ROUTER_QUEUE} queued"):
+        workload.background(_mixed(workload, n, max_tokens=150, tag="burst"), deadlines=d).join()  # long enough that no permit frees during the burst
+    scenario.require(v.gauge_reached(ADMISSION, ADMITTED, why="the burst never filled smg's admission"))
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
+
+
+@pytest.mark.needs("process_control")
+def test_prefill_sigterm_drains_the_requests_it_holds(scenario, workload, faults, bounds, history):
+    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    scenario.watch_health("prefill")
+    scenario.judge(
+        v.outcomes_in(set(), phase=Phase.FAULT),  # each held request is served, to [DONE] for a stream
+        v.not_ready_before_gone("prefill"),
+    )
+    streams = workload.background(_mixed(workload, HELD, max_tokens=TOKENS, tag="held"), deadlines=d)
+    # the drain may take as long as the requests it holds need: bounded by the client's deadline
+    held = gauge(*PREFILL_BOOTSTRAP) >= HELD // 4
+    with faults.terminate("prefill", drain_s=bounds.router_timeout_s, when=requests_sent(history, HELD, phase=Phase.FAULT) & held):
+        streams.join()
+    scenario.require(v.open_at_fault(phase=Phase.FAULT, why="prefill held them when the SIGTERM came"))
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
