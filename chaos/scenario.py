@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Iterable
 
+import httpx
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
+
 from chaos import verdicts as v
 from chaos.bounds import Bounds
 from chaos.errors import RigError
@@ -32,6 +35,7 @@ from chaos.reports.logs import LogCursor, capture_logs
 from chaos.sampler import PROCS, PROCS_INTERVAL_S, Sampler
 from chaos.targets.base import Capability, Target
 from chaos.triggers import Condition, Signal, gauge, log_line
+from chaos.wait import HTTP_CALL_S
 from chaos.workloads import Workload
 
 __all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "Scenario", "NoVerdict"]
@@ -111,6 +115,25 @@ class Scenario:
         """Draw the soak's growth report beside the test's history (``soak.png``, ``soak.md``)."""
         if self.history.path is not None:
             render_growth(self.history, list(limits), self.history.path.parent)
+
+    def flush_cache(self, service: str) -> None:
+        """``/flush_cache`` on an engine, so that the next reply owes nothing to what it
+        cached. SGLang flushes
+        only an idle engine and answers 400 otherwise, so it is asked again until it answers
+        200, within the recovery bound; an engine that never does is a ``RigError``."""
+        url = f"{self.target.info.endpoints[service]}/flush_cache"
+
+        def answer() -> int | str:
+            try:
+                return httpx.post(url, timeout=HTTP_CALL_S).status_code
+            except httpx.HTTPError as exc:
+                return type(exc).__name__
+
+        retry = Retrying(stop=stop_after_delay(self.bounds.recovery_s), wait=wait_fixed(0.1), retry=retry_if_result(lambda status: status != 200))
+        try:
+            retry(answer)
+        except RetryError as gave_up:
+            raise RigError(f"{service} would not flush its cache: last answer {gave_up.last_attempt.result()}") from None
 
     def has(self, capability: Capability) -> bool:
         """Whether the target has a capability (a bound may depend on it)."""

@@ -141,6 +141,9 @@ class StackConfig:
     router_max_concurrent_requests: int = -1
     router_queue_size: int = 100
     router_queue_timeout_s: int = 60
+    # decode's radix cache (SGLang's --disaggregation-decode-enable-radix-cache): decode
+    # reuses a conversation's earlier KV and asks prefill only for the new tokens' KV
+    decode_radix_cache: bool = False
     startup_timeout_s: float = 30.0
     slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
@@ -220,6 +223,7 @@ class StackInfo:
                 "router_max_concurrent_requests": cfg.router_max_concurrent_requests,
                 "router_queue_size": cfg.router_queue_size,
                 "router_queue_timeout_s": cfg.router_queue_timeout_s,
+                "decode_radix_cache": cfg.decode_radix_cache,
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
                 "kv_bytes_per_token": cfg.kv_bytes_per_token,

@@ -39,8 +39,10 @@ __all__ = [
     "health_tells_truth",
     "no_leak",
     "not_ready_before_gone",
+    "conversations_finish",
     "open_at_fault",
     "outcomes_in",
+    "prefix_reused",
     "queued_for",
     "raise_unless_passed",
     "record",
@@ -443,6 +445,51 @@ def receptions(history: History, service: str, ops: Iterable[str]) -> dict[str, 
         if ev.service == service and op in rids and (rid := parse_engine_line(line).get("rid")):
             rids[op].add(rid)
     return {op: len(found) for op, found in rids.items()}
+
+
+def prefix_reused(service: str, *, phase: Phase, why: str) -> Check:
+    """Premise: ``service`` served at least one request of ``phase`` from a cached prefix:
+    its finish line for the request reports ``cached_tokens`` above 0 (SGLang's ``Finish:``
+    meta_info, pdsim's finished line). On decode that count includes prefill's own cache
+    hits (SGLang 0.5.23 seeds it with them), so a scenario proving decode's reuse flushes
+    prefill's cache first."""
+
+    @_named(f"prefix_reused({service}, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        ops = {o.invoke.op for o in _completed(h, phase)}
+        reused: dict[str, int] = {}
+        for ev in h.of(LogEvent):
+            head, _, line = ev.line.partition(" ")
+            op = head.removeprefix("op=")
+            if ev.service == service and op in ops and (n := int(parse_engine_line(line).get("cached_tokens", 0) or 0)) > 0:
+                reused[op] = max(reused.get(op, 0), n)
+        if not reused:
+            return Verdict(vname, Status.UNKNOWN, f"no log line of {service} shows a cached prefix for the {len(ops)} requests ({why})")
+        return Verdict(vname, Status.PASS, f"{len(reused)} of {len(ops)} requests served from a cached prefix, up to {max(reused.values())} tokens")
+
+    return check
+
+
+def conversations_finish(rounds: int, *, phase: Phase) -> Check:
+    """Every agent of ``phase`` got a successful reply in each of its ``rounds`` rounds
+    (after its retries): no conversation was given up."""
+
+    @_named(f"conversations_finish({rounds} rounds, {Phase(phase).value})")
+    def check(h: History) -> Verdict:
+        vname = check.__name__
+        done: dict[str, set[int]] = {}
+        for o in _scope(h, phase):
+            if o.invoke.agent:
+                done.setdefault(o.invoke.agent, set()).update({o.invoke.round} if o.outcome is Outcome.OK else set())
+        if not done:
+            return Verdict(vname, Status.UNKNOWN, f"no conversation in phase {Phase(phase).value!r}")
+        short = {agent: sorted(set(range(rounds)) - got) for agent, got in done.items() if len(got) < rounds}
+        if short:
+            return Verdict(vname, Status.FAIL, "; ".join(f"{agent} has no reply for round(s) {missing}" for agent, missing in sorted(short.items())))
+        return Verdict(vname, Status.PASS, f"{len(done)} agent(s), every one of {rounds} rounds answered")
+
+    return check
 
 
 def amplification_at_most(budget: int, *, phase: Phase, service: str = "prefill") -> Check:

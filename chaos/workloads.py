@@ -94,6 +94,9 @@ class Conversation:
     retry_wait_s: float = 0.5
     retry_on: frozenset[Outcome] = frozenset({Outcome.CLEAN_ERROR})
     phase: Phase = Phase.NONE
+    # called with the round's number before each round's request (in the agent's thread):
+    # what must happen between two rounds, e.g. an engine's cache flushed or restarted
+    before_each: Callable[[int], None] | None = None
     replies: dict[str, list[Complete]] = field(default_factory=dict)
 
     def start(self) -> "Conversation":
@@ -118,6 +121,8 @@ class Conversation:
             for rnd in range(self.rounds):
                 text = " ".join(rng.choice(WORDS) for _ in range(self.words_per_round))
                 messages.append({"role": "user", "content": f"round {rnd}: {text}"})
+                if self.before_each is not None:
+                    self.before_each(rnd)
                 body = self.workload.chat(messages, max_tokens=self.max_tokens, ignore_eos=True, stream=self.stream)
                 if self.stream:
                     body["stream_options"] = {"include_usage": True}

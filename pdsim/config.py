@@ -45,6 +45,7 @@ class EngineConfig:
     kv_chunk_bytes: int = 65536
     max_running_requests: int = 32
     kv_pool_tokens: int = 200_000
+    decode_radix_cache: bool = False  # SGLang's --disaggregation-decode-enable-radix-cache
     max_total_num_tokens: int = 32768
     tick_s: float = 0.005
     truncate_tokens: int = 200
@@ -100,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-bytes-per-token", type=int, default=256)
     p.add_argument("--max-running-requests", type=int, default=32)
     p.add_argument("--kv-pool-tokens", type=int, default=200_000)
+    p.add_argument("--disaggregation-decode-enable-radix-cache", dest="decode_radix_cache", action="store_true")
     return p
 
 
@@ -120,6 +122,7 @@ def config_from_args(argv: list[str] | None = None) -> EngineConfig:
         kv_bytes_per_token=a.kv_bytes_per_token,
         max_running_requests=a.max_running_requests,
         kv_pool_tokens=a.kv_pool_tokens,
+        decode_radix_cache=a.decode_radix_cache,
         truncate_tokens=int(os.environ.get("PDSIM_TRUNCATE_TOKENS", "200")),
         # EnvInt and EnvFloat as in SGLang 0.5.23 (pdsim/environ.py), with its floors (common/conn.py)
         bootstrap_timeout_s=env_int("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300),

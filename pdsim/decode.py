@@ -31,7 +31,7 @@ from pdsim.config import EngineConfig
 from pdsim.defects import Defect
 from pdsim.engine import Engine
 from pdsim.kvpoll import KVPoll
-from pdsim.model import EOS_ID, detokenize, next_token
+from pdsim.model import EOS_ID, context_digest, detokenize, next_token
 from pdsim.reqlog import log_event
 from pdsim.request import Req, Update
 from pdsim.wire import read_frame, write_frame
@@ -42,6 +42,7 @@ _ROUTE_ATTEMPTS = 15
 _ROUTE_TIMEOUT = aiohttp.ClientTimeout(total=5)
 _HEARTBEAT_TIMEOUT = aiohttp.ClientTimeout(sock_connect=2, sock_read=3)
 _CONTROL_CONNECT_TIMEOUT_S = 5.0
+_RADIX_CACHE_ENTRIES = 256  # finished contexts the decode radix cache keeps, the oldest dropped first
 
 
 @dataclass
@@ -80,6 +81,10 @@ class DecodeEngine(Engine):
         self._leaked_sockets: list[asyncio.StreamWriter] = []
         # ``abort_frees_kv_mid_transfer``: when each room aborted mid-transfer freed its pages
         self._freed_at: dict[str, float] = {}
+        # the decode radix cache (``--disaggregation-decode-enable-radix-cache``): the token
+        # sequences (prompt and reply) of finished requests, whose KV decode keeps; lost with
+        # the process, as SGLang's
+        self._radix: list[tuple[int, ...]] = []
 
     async def start(self) -> None:
         self._http = aiohttp.ClientSession()
@@ -261,6 +266,9 @@ class DecodeEngine(Engine):
                 return
             aux = self._maybe_mix_up(aux)
             req.digest = str(aux["digest"])
+            if req.decode_prefix_len and self.cfg.has(Defect.DECODE_PREFIX_KV_MISPLACED):
+                # the delta's pages are placed wrong: decode attends to its cached prefix alone
+                req.digest = context_digest(req.input_ids[: req.decode_prefix_len])
             req.output_ids = [int(aux["first_token"])]
             req.status.update(KVPoll.Success)
             await write_frame(writer, {"type": "ACK", "room": room})
@@ -360,14 +368,15 @@ class DecodeEngine(Engine):
             req.stage_since = now
             req.status.update(KVPoll.WaitingForInput)
             req.meta_sent_at = now
+            req.decode_prefix_len = self._cached_prefix(req.input_ids)
             assert req.room is not None
             self._transfer_by_room[req.room] = req
             self.transfer.append(req)
-            log_event("req", rid=req.rid, bootstrap_room=req.room, state="transfer_queue")
+            log_event("req", rid=req.rid, bootstrap_room=req.room, state="transfer_queue", decode_prefix_len=req.decode_prefix_len)
             self.spawn(self._send_meta(req, link))
 
     async def _send_meta(self, req: Req, link: PrefillLink) -> None:
-        frame = {"type": "META", "room": req.room, "kv_addr": self.cfg.kv_address, "prefill_instance": link.info.get("prefill_instance"), "rid": req.rid}
+        frame = {"type": "META", "room": req.room, "kv_addr": self.cfg.kv_address, "prefill_instance": link.info.get("prefill_instance"), "rid": req.rid, "decode_prefix_len": req.decode_prefix_len}
         try:
             if link.writer is None:
                 raise ConnectionError("no control connection")
@@ -460,7 +469,35 @@ class DecodeEngine(Engine):
         if req.finish is not None:
             self.running.remove(req)
             self.free(req.prompt_tokens + req.max_new_tokens)
+            self._remember(req)
             self.finish_ok(req)
+
+    # ---- decode radix cache -------------------------------------------------------------------
+    def _cached_prefix(self, ids: list[int]) -> int:
+        """How many of the prompt's first tokens decode's radix cache holds (0 without the
+        cache): the longest prefix shared with a finished context, leaving the last prompt
+        token to be sent."""
+        if not self.cfg.decode_radix_cache:
+            return 0
+        best = 0
+        for seq in self._radix:
+            n = 0
+            for a, b in zip(seq, ids[:-1]):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        return best
+
+    def flush_cache(self) -> None:
+        self._radix.clear()
+        log_event("radix_cache", state="flushed")
+
+    def _remember(self, req: Req) -> None:
+        if self.cfg.decode_radix_cache and req.finish is not None and req.finish.get("type") != "abort":
+            self._radix.append((*req.input_ids, *req.output_ids))
+            del self._radix[:-_RADIX_CACHE_ENTRIES]
+            log_event("radix_cache", rid=req.rid, state="inserted", tokens=len(self._radix[-1]))
 
     def abort_ending(self, req: Req, reason: str) -> Update:
         """SGLang aborts a running request with ``FINISH_ABORT()``, no status: a graceful end,

@@ -35,6 +35,7 @@ class Defect(enum.Enum):
     KV_SOCKET_LEAK = "kv_socket_leak"
     FAILED_ROOM_PINNED = "failed_room_pinned"
     WAITING_CLOCK_FROM_ARRIVAL = "waiting_clock_from_arrival"
+    DECODE_PREFIX_KV_MISPLACED = "decode_prefix_kv_misplaced"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -131,6 +131,10 @@ class Engine(ABC):
         req.push(ending)
         self.wake()
 
+    def flush_cache(self) -> None:
+        """``/flush_cache`` on an idle engine: drop what it caches across requests (the
+        decode radix cache; prefill caches nothing across requests here)."""
+
     def abort_ending(self, req: Req, reason: str) -> Update:
         """How an aborted request ends for its client: a status-500 failure, as SGLang's PD
         engines fail a queued room they abort (through its KV sender or receiver)."""
@@ -148,7 +152,9 @@ class Engine(ABC):
             ttft_s=(req.first_token_at - req.arrival) if req.first_token_at and self.cfg.mode is Mode.DECODE else None,
             e2e_s=now - req.arrival,
         )
-        log_event("req", rid=req.rid, bootstrap_room=req.room, state="finished", finish=(req.finish or {}).get("type"), completion_tokens=len(req.output_ids))
+        # cached_tokens: the prompt's tokens served from a cache here (decode's radix cache; pdsim's prefill has none), as SGLang's Finish line says
+        cached = req.decode_prefix_len if self.cfg.mode is Mode.DECODE else 0
+        log_event("req", rid=req.rid, bootstrap_room=req.room, state="finished", finish=(req.finish or {}).get("type"), completion_tokens=len(req.output_ids), cached_tokens=cached)
         req.push(Update("finish"))
 
     def finish_error(self, req: Req, status: int, message: str) -> None:

@@ -48,7 +48,7 @@ class PrefillEngine(Engine):
         self.forwarding: list[Req] = []
         self.inflight: list[Req] = []
         self.by_room: dict[int, Req] = {}
-        self._pending_meta: dict[int, tuple[float, str, asyncio.StreamWriter]] = {}
+        self._pending_meta: dict[int, tuple[float, str, asyncio.StreamWriter, int]] = {}
         self._pending_abort: dict[int, float] = {}  # ABORTs that came before their request
         self._decode_link: dict[str, asyncio.StreamWriter] = {}
         self._kv_addr: dict[str, str] = {}
@@ -82,7 +82,7 @@ class PrefillEngine(Engine):
                     if header.get("prefill_instance") != self.instance_id:
                         log_event("meta_ignored", bootstrap_room=room, reason="stale prefill instance", got=header.get("prefill_instance"))
                         continue
-                    self._on_meta(room, str(header["kv_addr"]), writer)
+                    self._on_meta(room, str(header["kv_addr"]), writer, int(header.get("decode_prefix_len", 0)))
                 elif kind == "ABORT":
                     req = self.by_room.get(room)
                     if req is None:  # decode gave up before our leg arrived: fail it on arrival
@@ -96,14 +96,17 @@ class PrefillEngine(Engine):
         finally:
             writer.close()
 
-    def _on_meta(self, room: int, kv_addr: str, writer: asyncio.StreamWriter) -> None:
+    def _on_meta(self, room: int, kv_addr: str, writer: asyncio.StreamWriter, decode_prefix_len: int) -> None:
         req = self.by_room.get(room)
         if req is None:  # decode was faster than our own leg of the request
-            self._pending_meta[room] = (time.monotonic(), kv_addr, writer)
+            self._pending_meta[room] = (time.monotonic(), kv_addr, writer, decode_prefix_len)
             return
-        self._attach_decode(req, kv_addr, writer)
+        self._attach_decode(req, kv_addr, writer, decode_prefix_len)
 
-    def _attach_decode(self, req: Req, kv_addr: str, writer: asyncio.StreamWriter) -> None:
+    def _attach_decode(self, req: Req, kv_addr: str, writer: asyncio.StreamWriter, decode_prefix_len: int) -> None:
+        """``decode_prefix_len``: the prompt's tokens decode already holds in its radix cache;
+        only the KV beyond them is sent (SGLang's ``pop_decode_prefix_len``)."""
+        req.decode_prefix_len = decode_prefix_len
         self._kv_addr[req.rid] = kv_addr
         self._decode_link[req.rid] = writer
         req.status.update(KVPoll.WaitingForInput)
@@ -129,7 +132,7 @@ class PrefillEngine(Engine):
         log_event("req", rid=req.rid, bootstrap_room=req.room, state="bootstrap_queue")
         pending = self._pending_meta.pop(req.room, None)
         if pending is not None:
-            self._attach_decode(req, pending[1], pending[2])
+            self._attach_decode(req, *pending[1:])
         if self._pending_abort.pop(req.room, None) is not None:
             req.status.fail("Aborted by AbortReq.")
             log_event("req", rid=req.rid, bootstrap_room=req.room, state="abort_from_decode")
@@ -177,7 +180,7 @@ class PrefillEngine(Engine):
                 self.forwarding = batch
                 self.spawn(self._forward(batch))
         cutoff = now - _PENDING_META_TTL_S
-        for room in [r for r, (t, _, _) in self._pending_meta.items() if t < cutoff]:
+        for room in [r for r, (t, *_) in self._pending_meta.items() if t < cutoff]:
             del self._pending_meta[room]
         for room in [r for r, t in self._pending_abort.items() if t < cutoff]:
             del self._pending_abort[room]
@@ -244,7 +247,7 @@ class PrefillEngine(Engine):
         try:
             host, port = split_addr(kv_addr)
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), _KV_CONNECT_TIMEOUT_S)
-            total = req.prompt_tokens * self.cfg.kv_bytes_per_token
+            total = max(0, req.prompt_tokens - req.decode_prefix_len) * self.cfg.kv_bytes_per_token
             await write_frame(writer, {"type": "KV_BEGIN", "room": req.room, "bytes": total})
             req.status.update(KVPoll.Transferring)
             pattern = bytes.fromhex(req.digest or "00") * (self.cfg.kv_chunk_bytes // 16 + 1)

@@ -131,6 +131,7 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
 
     async def flush_cache(_: web.Request) -> web.Response:
         if engine.is_idle():
+            engine.flush_cache()
             return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
         return web.Response(status=400, text="Cache not flushed. Please check backend logs for more details.")
 

@@ -55,9 +55,9 @@ ENV = {
 ROLE_ENV = {"prefill": {"SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"}, "decode": {}}
 
 
-def command(role: str, *, model_path: str, served_model_name: str, port: int, nccl_port: int, max_running_requests: int, bootstrap_port: int | None) -> list[str]:
+def command(role: str, *, model_path: str, served_model_name: str, port: int, nccl_port: int, max_running_requests: int, bootstrap_port: int | None, decode_radix_cache: bool = False) -> list[str]:
     """The engine's argv after the interpreter. The running limit is the stack's (an overload
-    suite runs a stack with a small one)."""
+    suite runs a stack with a small one), and so is decode's radix cache."""
     argv = ["-m", "sglang.launch_server", "--model-path", model_path, "--served-model-name", served_model_name,
             "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port),
             "--max-running-requests", str(max_running_requests), *FLAGS, *ROLE_FLAGS[role]]  # fmt: skip
@@ -65,6 +65,8 @@ def command(role: str, *, model_path: str, served_model_name: str, port: int, nc
         if bootstrap_port is None:
             raise SystemExit("launch.py prefill needs --bootstrap-port")
         argv += ["--disaggregation-bootstrap-port", str(bootstrap_port)]
+    elif decode_radix_cache:
+        argv += ["--disaggregation-decode-enable-radix-cache"]
     return argv
 
 
@@ -83,9 +85,10 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("--nccl-port", type=int, required=True)
     parser.add_argument("--max-running-requests", type=int, required=True)
     parser.add_argument("--bootstrap-port", type=int)
+    parser.add_argument("--decode-radix-cache", action="store_true", help="decode: --disaggregation-decode-enable-radix-cache")
     a = parser.parse_args(args)
     argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port,
-                   max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port)  # fmt: skip
+                   max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port, decode_radix_cache=a.decode_radix_cache)  # fmt: skip
     os.execve(sys.executable, [sys.executable, *argv], environment(a.role, dict(os.environ)))
 
 

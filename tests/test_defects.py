@@ -257,23 +257,38 @@ def test_finished_kv_connections_are_closed_unless_kv_socket_leak(start, defects
 @pytest.mark.parametrize("defects", ["", "waiting_clock_from_arrival"])
 def test_queued_requests_keep_their_waiting_time_unless_waiting_clock_from_arrival(start, defects):
     """Decode runs 1 request at a time with 3 slots (SGLang 0.5.23's extra slots), so of 6
-    requests of 1 s each the last ones queue in prealloc for seconds, longer than the 2 s
-    waiting timeout: they must succeed, as the clock starts when decode sends their metadata;
-    with the defect it started on arrival and they fail on admission."""
+    requests of 2 s each the 5th and 6th queue in prealloc for about 4 and 6 s, twice and
+    three times the 2 s waiting timeout: they must succeed, as the clock starts when decode
+    sends their metadata; with the defect it started on arrival and they fail on admission."""
     s = start(defects, max_running_requests=1, timeouts=Timeouts(bootstrap_s=30, waiting_s=2, inflight_s=20))
-    body = {"text": "queue me", "sampling_params": {"max_new_tokens": 100, "ignore_eos": True}}
+    body = {"text": "queue me", "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}}
     peak = {"prealloc": 0.0, "running": 0.0}
-    runs = [background(lambda: send(s, "/generate", body, timeout_s=20)) for _ in range(6)]
+    runs = [background(lambda: send(s, "/generate", body, timeout_s=30)) for _ in range(6)]
 
     def done() -> bool:
         peak["prealloc"] = max(peak["prealloc"], gauge(s, "decode", "num_decode_prealloc_queue_reqs"))
         peak["running"] = max(peak["running"], gauge(s, "decode", "num_running_reqs"))
         return not any(th.is_alive() for th, _ in runs)
 
-    wait_until(done, timeout_s=20, what="six queued requests ended")
+    wait_until(done, timeout_s=30, what="six queued requests ended")
     statuses = [out["value"]["decode"].status for _, out in runs]
     assert peak["running"] <= 1 and peak["prealloc"] >= 2, f"decode admitted past its slots: {peak}"
     if defects:
         assert any(st == 500 for st in statuses), f"no queued request failed on admission: {statuses}"
     else:
         assert statuses == [200] * 6, statuses
+
+
+@pytest.mark.parametrize("defects", ["", "decode_prefix_kv_misplaced"])
+def test_cached_prefix_replies_equal_uncached_ones_unless_decode_prefix_kv_misplaced(start, defects):
+    """With decode's radix cache on, a request extending a finished one is served from the
+    cached prefix; its reply must equal the one it gets after ``/flush_cache`` (prefill's KV
+    alone), and with the defect it does not."""
+    s = start(defects, decode_radix_cache=True)
+    first = {"input_ids": list(range(1, 101)), "sampling_params": {"max_new_tokens": 4, "ignore_eos": True, "temperature": 0}}
+    reply = send(s, "/generate", first)["decode"].body["output_ids"]
+    longer = {**first, "input_ids": [*first["input_ids"], *reply, *range(200, 220)]}
+    cached = send(s, "/generate", longer)["decode"].body["output_ids"]
+    assert httpx.post(f"{s.info.endpoints['decode']}/flush_cache", timeout=5).status_code == 200
+    uncached = send(s, "/generate", longer)["decode"].body["output_ids"]
+    assert (cached != uncached) == bool(defects), (cached, uncached)

@@ -18,6 +18,8 @@ def test_each_role_gets_the_cpu_flags_and_its_own():
     assert prefill[prefill.index("--disaggregation-bootstrap-port") + 1] == "3"
     assert decode[decode.index("--disaggregation-decode-retraction-backup") + 1] == "cpu_tensor"
     assert prefill[prefill.index("--max-running-requests") + 1] == "32" and decode[decode.index("--max-running-requests") + 1] == "2"
+    cached = command("decode", model_path="/m", served_model_name="n", port=4, nccl_port=5, max_running_requests=2, bootstrap_port=None, decode_radix_cache=True)
+    assert "--disaggregation-decode-enable-radix-cache" in cached and "--disaggregation-decode-enable-radix-cache" not in decode
     with pytest.raises(SystemExit, match="bootstrap-port"):
         command("prefill", model_path="/m", served_model_name="n", port=1, nccl_port=2, max_running_requests=32, bootstrap_port=None)
 

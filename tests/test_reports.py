@@ -7,7 +7,7 @@ import json
 
 from chaos.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome
 from chaos.reports import render_timeline, where_stuck
-from chaos.reports.logs import LogCursor, capture_logs
+from chaos.reports.logs import LogCursor, capture_logs, parse_engine_line
 from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
 from chaos.client import Deadlines
 
@@ -102,6 +102,12 @@ def test_real_sglang_lines_join_by_routing_key():
     rows = {r.op: r for r in where_stuck(h)}
     assert rows["op-held"].hop == PREFILL_UNSTAGED and "decode: ended in " + DECODE_UNSTAGED in rows["op-held"].evidence, rows["op-held"]
     assert rows["op-aborted"].hop == PREFILL_UNSTAGED and "prefill: ended in" in rows["op-aborted"].evidence, rows["op-aborted"]
+
+
+def test_a_real_sglang_finish_line_gives_its_cached_tokens():
+    finish = "[2026-12-02 04:30:22] Finish: obj=GenerateReqInput(rid='d1', routing_key='op-1'), out={'meta_info': {'id': 'd1', 'finish_reason': {'type': 'length', 'length': 16}, 'prompt_tokens': 300, 'cached_tokens': 280}}"
+    assert parse_engine_line(finish) == {"event": "req", "rid": "d1", "state": "finished", "ts": parse_engine_line(finish)["ts"], "xrid": "op-1", "cached_tokens": "280"}
+    assert "cached_tokens" not in parse_engine_line(finish.replace("Finish", "Receive").split(", out=")[0])
 
 
 def test_logs_read_in_two_takes_keep_each_request_with_its_op():

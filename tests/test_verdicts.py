@@ -436,3 +436,18 @@ def test_queued_for_and_gauge_reached():
     assert status(check, History()) is v.Status.UNKNOWN
     assert status(v.gauge_reached(queue, 5, why="full"), held) is v.Status.PASS
     assert status(v.gauge_reached(queue, 6, why="full"), held) is v.Status.UNKNOWN
+
+
+def test_prefix_reused_and_conversations_finish():
+    h = History()
+    for rnd, outcome in enumerate((Outcome.OK, Outcome.CLEAN_ERROR, Outcome.OK)):
+        op(h, f"o{rnd}", rnd, rnd + 0.5, outcome, phase="fault", agent="agent0", rnd=min(rnd, 1))
+    h.append(LogEvent(0.2, "decode", "op=o0 event=req rid=r0 state=finished cached_tokens=0"))
+    premise = v.prefix_reused("decode", phase=Phase.FAULT, why="cold")
+    assert status(premise, h) is v.Status.UNKNOWN
+    h.append(LogEvent(2.2, "decode", "op=o2 event=req rid=r2 state=finished cached_tokens=40"))
+    assert status(premise, h) is v.Status.PASS and "up to 40 tokens" in premise(h).message
+    assert status(v.conversations_finish(2, phase=Phase.FAULT), h) is v.Status.PASS  # round 1 answered on its retry
+    short = v.conversations_finish(3, phase=Phase.FAULT)
+    assert status(short, h) is v.Status.FAIL and "round(s) [2]" in short(h).message
+    assert status(short, History()) is v.Status.UNKNOWN

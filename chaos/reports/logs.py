@@ -28,6 +28,7 @@ _ROUTER_TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
 _SGLANG_REQ = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] (Receive|Finish): obj=\w+\(rid='([^']+)'")
 _SGLANG_KEY = re.compile(r"routing_key='([^']*)'")
 _SGLANG_REASON = re.compile(r"'finish_reason': \{'type': '(\w+)'")
+_SGLANG_CACHED = re.compile(r"'cached_tokens': (\d+)")
 _SGLANG_STATE = {"Receive": "open", "Finish": "finished"}
 _SGLANG_START = "server_args="  # the first thing a starting SGLang server logs
 
@@ -60,8 +61,8 @@ def parse_engine_line(line: str) -> dict[str, str]:
         if reason and reason.group(1) == "abort":
             state = "aborted"
         fields = {"event": "req", "rid": rid, "state": state, "ts": str(ts)}
-        key = _SGLANG_KEY.search(line)
-        return fields | ({"xrid": key.group(1)} if key else {})
+        key, cached = _SGLANG_KEY.search(line), _SGLANG_CACHED.search(line)
+        return fields | ({"xrid": key.group(1)} if key else {}) | ({"cached_tokens": cached.group(1)} if cached else {})
     if _SGLANG_START in line and line.startswith("["):
         return {"event": "engine", "state": "started"}
     return {k: v.strip('"') for k, v in _KV.findall(line)}

@@ -135,7 +135,8 @@ class EmbeddedStack:
             "decode": ProcSpec(
                 "decode",
                 (py, "-m", "pdsim", "--mode", "decode", "--port", str(ports.decode),
-                 "--kv-port", str(ports.decode_kv), "--kv-advertise", f"{LOOPBACK}:{ports.kv}", *common),
+                 "--kv-port", str(ports.decode_kv), "--kv-advertise", f"{LOOPBACK}:{ports.kv}", *common,
+                 *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ())),
                 engine_env,
                 logs / "decode.log",
             ),  # fmt: skip

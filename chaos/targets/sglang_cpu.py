@@ -83,7 +83,12 @@ class SGLangCPUStack(EmbeddedStack):
                 env,
                 logs / "prefill.log",
             ),
-            "decode": ProcSpec("decode", (*common, "decode", *model, "--port", str(ports.decode), "--nccl-port", str(ports.decode_dist)), env, logs / "decode.log"),
+            "decode": ProcSpec(
+                "decode",
+                (*common, "decode", *model, "--port", str(ports.decode), "--nccl-port", str(ports.decode_dist), *(("--decode-radix-cache",) if cfg.decode_radix_cache else ())),
+                env,
+                logs / "decode.log",
+            ),
         }
 
 

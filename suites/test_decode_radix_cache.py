@@ -1,0 +1,70 @@
+"""A multi-turn conversation on a decode that caches its KV prefixes, across a decode
+restart: every reply equals the reply its context gets from prefill's KV alone.
+
+Bug class: decode's radix cache (SGLang's ``--disaggregation-decode-enable-radix-cache``,
+PR #19746) keeps a conversation's KV and asks prefill only for the new turn's tokens (the
+``decode_prefix_len`` of its metadata). A slip in joining the cached prefix and the
+transferred delta decodes from the wrong KV: a wrong reply, silently, on exactly the turns
+the cache serves (#24230: ``out_cache_loc`` sliced wrong when the cached prefix is not
+empty; #30322). A decode restart empties the cache mid-conversation: the next turn must be
+served from prefill's KV in full, the ones after from the cache again.
+
+Fault model: on a stack of this module's own with decode's radix cache on (the local
+targets; compose and an attached deployment skip), one agent's conversation of several
+rounds; decode restarted between two rounds, prefill's cache flushed before each (so that what
+decode reports as cached is its own reuse). The reference is the same conversation with
+both caches flushed before every round: no reply of it comes from a cache.
+Verdicts: every reply equals its reference, every round is answered (the first after the
+restart may be retried while smg finds decode again), any failed attempt failed cleanly. Premise: decode reused a cached
+prefix in the rounds judged.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.history import Outcome, Phase
+
+pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
+
+CONVERSATION = {"agents": 1, "rounds": 5, "max_tokens": 16, "words_per_round": 30}
+RESTART_BEFORE = 3  # decode restarts before this round: rounds 1-2 and 4 are served from its cache
+LOCAL_TARGETS = ("embedded", "sglang-cpu")  # where the engines' flags are the stack's to set
+
+
+@pytest.fixture(scope="module")
+def stack(stack_factory):
+    """This module's stack: decode with its radix cache, the session's pdsim defects."""
+    if stack_factory.choice.name not in LOCAL_TARGETS:
+        pytest.skip(f"decode's radix cache is switched on by the local targets only ({', '.join(LOCAL_TARGETS)})")
+    target = stack_factory.start(defects=os.environ.get("PDSIM_DEFECTS", ""), decode_radix_cache=True)
+    yield target
+    stack_factory.stop(target)
+
+
+def test_replies_from_the_decode_cache_equal_their_reference_across_a_decode_restart(scenario, workload, faults, bounds):
+    def uncached(rnd: int) -> None:  # the reference: neither engine's cache serves any of it
+        scenario.flush_cache("prefill")
+        scenario.flush_cache("decode")
+
+    def decode_cache_only(rnd: int) -> None:
+        # prefill's cache flushed, so that the cached tokens decode reports are its own reuse
+        scenario.flush_cache("prefill")
+        if rnd == RESTART_BEFORE:
+            with faults.restart("decode"):
+                pass  # restarted and ready when the block is entered; its cache is empty
+
+    scenario.baseline(**CONVERSATION, before_each=uncached)
+
+    scenario.judge(
+        v.replies_match_baseline(),
+        v.conversations_finish(CONVERSATION["rounds"], phase=Phase.FAULT),
+        v.outcomes_in({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR}, phase=Phase.FAULT),  # attempts retried after the restart
+    )
+    # the first round after the restart may meet smg before it has found decode again
+    workload.conversations(**CONVERSATION, phase=Phase.FAULT, before_each=decode_cache_only,
+                           retries=int(bounds.recovery_s), retry_wait_s=1.0, retry_on=frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR})).run()  # fmt: skip
+    scenario.require(v.prefix_reused("decode", phase=Phase.FAULT, why="decode's radix cache served no prefix"))
