@@ -261,7 +261,9 @@ def test_queued_requests_keep_their_waiting_time_unless_waiting_clock_from_arriv
     three times the 2 s waiting timeout: they must succeed, as the clock starts when decode
     sends their metadata; with the defect it started on arrival and they fail on admission."""
     s = start(defects, max_running_requests=1, timeouts=Timeouts(bootstrap_s=30, waiting_s=2, inflight_s=20))
-    body = {"text": "queue me", "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}}
+    # a prompt whose forward takes 0.3 s: decode's watchdog then looks at an admitted request
+    # while it still waits for its KV (3 tokens' KV lands within one 5 ms tick, before any look)
+    body = {"text": "queue me " * 150, "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}}
     peak = {"prealloc": 0.0, "running": 0.0}
     runs = [background(lambda: send(s, "/generate", body, timeout_s=30)) for _ in range(6)]
 
