@@ -118,9 +118,9 @@ class Scenario:
 
     def flush_cache(self, service: str) -> None:
         """``/flush_cache`` on an engine, so that the next reply owes nothing to what it
-        cached. SGLang flushes
-        only an idle engine and answers 400 otherwise, so it is asked again until it answers
-        200, within the recovery bound; an engine that never does is a ``RigError``."""
+        cached. SGLang flushes only an idle engine and answers 400 otherwise, so it is asked
+        again until it answers 200, within the recovery bound; an engine that never does is
+        a ``RigError``."""
         url = f"{self.target.info.endpoints[service]}/flush_cache"
 
         def answer() -> int | str:

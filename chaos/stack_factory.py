@@ -3,9 +3,11 @@ the end whatever happened. On an attached deployment it hands out that deploymen
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -46,6 +48,17 @@ class StackFactory:
             raise
         self._stacks.append(stack)
         return stack
+
+    @contextmanager
+    def own(self, **overrides: Any) -> Iterator[Target]:
+        """A stack of a suite module's own (other timeouts, a smaller engine, the router's
+        limits), with the session's pdsim defects so the kill matrix reaches it too; stopped
+        when the block ends."""
+        stack = self.start(defects=os.environ.get("PDSIM_DEFECTS", ""), **overrides)
+        try:
+            yield stack
+        finally:
+            self.stop(stack)
 
     def stop(self, stack: Target) -> None:
         if stack in self._stacks:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable
+from typing import Callable, Collection, Iterable, Iterator
 
 from chaos.errors import PremiseNotMet
 from chaos.history import History, LogEvent, Op, Outcome, Phase, Sample, VerdictRecord
@@ -27,10 +27,11 @@ __all__ = [
     "VerdictFailed",
     "amplification_at_most",
     "context_grows",
+    "conversations_finish",
     "counter_never_rises",
     "does_not_grow",
-    "evaluate",
     "ended_as",
+    "evaluate",
     "every_request_terminal",
     "expect",
     "failed_requests_are_clean",
@@ -39,7 +40,6 @@ __all__ = [
     "health_tells_truth",
     "no_leak",
     "not_ready_before_gone",
-    "conversations_finish",
     "open_at_fault",
     "outcomes_in",
     "prefix_reused",
@@ -49,10 +49,10 @@ __all__ = [
     "recovers",
     "refused_within",
     "replies_match_baseline",
-    "require",
     "requests_affected",
-    "served_or_refused",
     "requests_retried",
+    "require",
+    "served_or_refused",
     "statuses_in",
     "stream_gaps_at_most",
     "stuck_before_router",
@@ -435,14 +435,23 @@ def counter_never_rises(counter: Metric, *, why: str = "") -> Check:
     return check
 
 
+def _engine_lines(history: History, service: str, ops: Collection[str]) -> Iterator[tuple[str, dict[str, str]]]:
+    """The fields of each of ``service``'s log lines about one of ``ops``, with its op: the
+    lines ``chaos.reports.logs`` joined to the history, read as ``parse_engine_line`` reads
+    pdsim's and SGLang's alike."""
+    for ev in history.of(LogEvent):
+        head, _, line = ev.line.partition(" ")
+        op = head.removeprefix("op=")
+        if ev.service == service and op in ops:
+            yield op, parse_engine_line(line)
+
+
 def receptions(history: History, service: str, ops: Iterable[str]) -> dict[str, int]:
     """How many times ``service`` received each op: the engine request ids its log lines
     name, joined to the op the client sent (``chaos.reports.logs``)."""
     rids: dict[str, set[str]] = {op: set() for op in ops}
-    for ev in history.of(LogEvent):
-        head, _, line = ev.line.partition(" ")
-        op = head.removeprefix("op=")
-        if ev.service == service and op in rids and (rid := parse_engine_line(line).get("rid")):
+    for op, fields in _engine_lines(history, service, rids):
+        if rid := fields.get("rid"):
             rids[op].add(rid)
     return {op: len(found) for op, found in rids.items()}
 
@@ -459,10 +468,8 @@ def prefix_reused(service: str, *, phase: Phase, why: str) -> Check:
         vname = check.__name__
         ops = {o.invoke.op for o in _completed(h, phase)}
         reused: dict[str, int] = {}
-        for ev in h.of(LogEvent):
-            head, _, line = ev.line.partition(" ")
-            op = head.removeprefix("op=")
-            if ev.service == service and op in ops and (n := int(parse_engine_line(line).get("cached_tokens", 0) or 0)) > 0:
+        for op, fields in _engine_lines(h, service, ops):
+            if (n := int(fields.get("cached_tokens") or 0)) > 0:
                 reused[op] = max(reused.get(op, 0), n)
         if not reused:
             return Verdict(vname, Status.UNKNOWN, f"no log line of {service} shows a cached prefix for the {len(ops)} requests ({why})")

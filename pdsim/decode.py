@@ -324,7 +324,7 @@ class DecodeEngine(Engine):
         timed = {KVPoll.WaitingForInput} if self.cfg.has(Defect.STUCK_TRANSFERRING) else {KVPoll.WaitingForInput, KVPoll.Transferring}
         from_arrival = self.cfg.has(Defect.WAITING_CLOCK_FROM_ARRIVAL)
         for req in self.transfer:
-            elapsed = now - (req.arrival if from_arrival else req.meta_sent_at)
+            elapsed = now - (req.arrival if from_arrival else req.stage_since)  # in transfer: since its metadata went out
             if req.status.poll in timed and not req.leaked and elapsed > self.cfg.waiting_timeout_s:
                 state = req.status.poll.name
                 req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in KVPoll.{state}")
@@ -367,7 +367,6 @@ class DecodeEngine(Engine):
             self.metrics.stage("decode_prepare", now - req.stage_since)
             req.stage_since = now
             req.status.update(KVPoll.WaitingForInput)
-            req.meta_sent_at = now
             req.decode_prefix_len = self._cached_prefix(req.input_ids)
             assert req.room is not None
             self._transfer_by_room[req.room] = req

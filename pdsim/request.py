@@ -61,7 +61,6 @@ class Req:
     finish: dict[str, Any] | None = None
     digest: str | None = None
     stage_since: float = field(default_factory=time.monotonic)
-    meta_sent_at: float = 0.0  # decode: when its metadata went to prefill, where the waiting clock starts
     decode_prefix_len: int = 0  # prompt tokens decode holds in its radix cache: their KV is not sent
     first_token_at: float | None = None
     leaked: bool = False

@@ -21,8 +21,6 @@ prefix in the rounds judged.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from chaos import verdicts as v
@@ -37,12 +35,11 @@ LOCAL_TARGETS = ("embedded", "sglang-cpu")  # where the engines' flags are the s
 
 @pytest.fixture(scope="module")
 def stack(stack_factory):
-    """This module's stack: decode with its radix cache, the session's pdsim defects."""
+    """This module's stack: decode with its radix cache."""
     if stack_factory.choice.name not in LOCAL_TARGETS:
         pytest.skip(f"decode's radix cache is switched on by the local targets only ({', '.join(LOCAL_TARGETS)})")
-    target = stack_factory.start(defects=os.environ.get("PDSIM_DEFECTS", ""), decode_radix_cache=True)
-    yield target
-    stack_factory.stop(target)
+    with stack_factory.own(decode_radix_cache=True) as target:
+        yield target
 
 
 def test_replies_from_the_decode_cache_equal_their_reference_across_a_decode_restart(scenario, workload, faults, bounds):

@@ -29,8 +29,6 @@ for longer than the waiting timeout; the burst filled smg's admission permits.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from chaos import verdicts as v
@@ -61,18 +59,16 @@ DOOR_S = 3.0
 @pytest.fixture(scope="module")
 def stack(stack_factory):
     """This module's stack: short waiting timeout, long bootstrap timeout, a small decode,
-    smg's admission limits set; with the session's pdsim defects, so the kill matrix reaches it."""
-    target = stack_factory.start(
-        defects=os.environ.get("PDSIM_DEFECTS", ""),
+    smg's admission limits set."""
+    with stack_factory.own(
         timeouts=Timeouts(bootstrap_s=60, waiting_s=3, inflight_s=20),
         max_running_requests=RUNNING,
         decode_ms_per_step=3.0,
         router_max_concurrent_requests=ADMITTED,
         router_queue_size=ROUTER_QUEUE,
         router_request_timeout_s=90,
-    )
-    yield target
-    stack_factory.stop(target)
+    ) as target:
+        yield target
 
 
 def _mixed(workload, n: int, *, max_tokens: int, tag: str) -> list[dict]:
