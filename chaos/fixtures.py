@@ -26,6 +26,7 @@ from chaos.stack_factory import StackFactory
 from chaos.targets.base import Target
 from chaos.targets.bringup import served_model
 from chaos.toxiproxy import ToxiproxyClient
+from chaos.verdicts import KnownIssueSeen
 from chaos.workloads import Workload
 
 
@@ -151,7 +152,9 @@ def scenario(stack: Target, history: History, sampler: Sampler, workload: Worklo
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
     """Run, then judge: a scenario's verdicts run after its body, even when the body raised
-    (the history then still says what it proves; the body's error stays the outcome)."""
+    (the history then still says what it proves; the body's error stays the outcome). A
+    verdict a ``known_issue`` mark names, failing alone, makes the test xfail with the
+    issue's words; passing, it fails the test (strict)."""
     scenario = pyfuncitem.funcargs.get("scenario")
     try:
         result = yield
@@ -160,5 +163,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
             scenario.conclude(body_failed=True)
         raise
     if isinstance(scenario, Scenario):
-        scenario.conclude(body_failed=False)
+        known = {m.args[0]: m.kwargs["reason"] for m in pyfuncitem.iter_markers("known_issue")}
+        try:
+            scenario.conclude(body_failed=False, known=known)
+        except KnownIssueSeen as seen:
+            pytest.xfail(str(seen))
     return result

@@ -122,9 +122,11 @@ class FaultEvent:
     description: str
     evidence: str = ""
     kind: str = "fault"
+    implicates: tuple[str, ...] = ()  # the engines the fault strikes (a killed one, both ends of a broken link)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))
+        object.__setattr__(self, "implicates", tuple(self.implicates))
 
 
 @dataclass(frozen=True)

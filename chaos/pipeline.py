@@ -8,7 +8,7 @@ table (``STATE_HOP``, hop order) and the doctor's hop statistics. A hop added he
 sampled, drawn, diagnosed and leak-checked everywhere at once.
 
 ``Metric`` is the typed selector for one series of one source: ``Metric("router",
-"smg_worker_cb_state").at(worker)`` instead of spelling the sampler's ``name:label`` key.
+"smg_worker_requests_active").at(worker)`` instead of spelling the sampler's ``name:label`` key.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import NamedTuple
 
 __all__ = [
     "BEFORE_ROUTER",
-    "CIRCUIT_STATE",
+    "CIRCUIT_FAILURES",
+    "CIRCUIT_TRANSITIONS",
     "DECODE_TRANSFER_FAILED",
     "DECODE_TRANSFER_QUEUE",
     "DECODE_UNSTAGED",
@@ -98,7 +99,8 @@ PREFILL_TRANSFER_FAILED = Metric("prefill", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_FAILED = Metric("decode", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_QUEUE = Metric("decode", "num_decode_transfer_queue_reqs")
 
-CIRCUIT_STATE = Metric("router", "smg_worker_cb_state")  # per worker (.at(url)): 0 closed, 1 open, 2 half-open
+CIRCUIT_FAILURES = Metric("router", "smg_worker_cb_outcomes_total")  # per worker and outcome (.at(f"{url}:failure")): what smg charged
+CIRCUIT_TRANSITIONS = Metric("router", "smg_worker_cb_transitions_total")  # per worker and state entered (.at(f"{url}:open")): a circuit opened
 
 HOPS: tuple[str, ...] = tuple(h.name for h in PIPELINE)  # pipeline order: the earliest hop a request never left is where it is stuck
 STATE_HOP: dict[tuple[str, str], str] = {(h.service, s): h.name for h in PIPELINE for s in h.states}

@@ -31,6 +31,7 @@ MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client, engine, load)",
     "needs(*capabilities): capabilities the target must have (proxied_client, proxied_kv, "
     "proxied_control, proxied_bootstrap, process_control, defects, inflight_watchdog, live_queue_gauges, transfer_window); the test skips with a reason otherwise",
+    "known_issue(verdict, reason=...): a known upstream behaviour fails this verdict: failing alone it makes the test xfail with the reason; passing, it fails the test (strict)",
 )
 
 

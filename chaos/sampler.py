@@ -3,7 +3,10 @@
 One background thread, one keep-alive httpx client per source, a short timeout per scrape
 so a frozen engine costs one missed sample, not a stalled sampler. Parsing is
 prometheus_client's. Values are summed over label sets, keyed by the metric name without
-its ``sglang:`` prefix (engines) or as-is (router, Toxiproxy). A failed scrape records
+its ``sglang:`` prefix (engines) or as-is (router, Toxiproxy); smg's per-worker series are
+also kept per worker (``name:url``), its breaker outcomes per worker and outcome
+(``smg_worker_cb_outcomes_total:url:failure``) and its breaker transitions per worker and
+state entered (``smg_worker_cb_transitions_total:url:open``). A failed scrape records
 nothing: missing data stays missing, never zero.
 
 A scenario may also watch services' health probes (``watch_health``) as a checker sees
@@ -72,6 +75,10 @@ def parse_metrics(text: str) -> dict[str, float]:
             elif "worker" in s.labels:  # smg: keep each worker apart too
                 key = f"{name}:{s.labels['worker']}"
                 values[key] = values.get(key, 0.0) + s.value
+                kind = s.labels.get("outcome") or s.labels.get("to")  # breaker outcomes; transitions by the state entered
+                if kind:
+                    key = f"{key}:{kind}"
+                    values[key] = values.get(key, 0.0) + s.value
             elif "path" in s.labels:  # smg: serving traffic apart from health checks
                 key = f"{name}:{'probe' if s.labels['path'] in PROBE_PATHS else 'serving'}"
                 values[key] = values.get(key, 0.0) + s.value

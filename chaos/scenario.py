@@ -27,6 +27,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 from chaos import verdicts as v
 from chaos.bounds import Bounds
 from chaos.errors import RigError
+from chaos.faults.base import ENGINES
 from chaos.growth import CHECKPOINT, Limit
 from chaos.history import History, Phase, TriggerFired
 from chaos.pipeline import Metric
@@ -79,10 +80,16 @@ class Scenario:
     def settle(self, gauges: Iterable[Metric], *, within_s: float) -> None:
         """After the heal: recovery, then quiet. A fresh request must succeed within the
         target's recovery bound, and every gauge must be back to its baseline within
-        ``within_s`` of the moment the system went quiet; both are judged (``recovers``,
-        ``no_leak``), and the sampler runs until the leak window is covered (bounded)."""
+        ``within_s`` of the moment the system went quiet, and smg must have charged failures
+        only to the engines a fault struck; all are judged (``recovers``, ``no_leak``,
+        ``charged_only_where_struck``: the circuit breakers' oracle on every fault scenario),
+        and the sampler runs until the leak window is covered (bounded)."""
         gauges = list(gauges)
-        self.judge(v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET), v.recovers(within_s=self.bounds.recovery_s))
+        self.judge(
+            v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET),
+            v.recovers(within_s=self.bounds.recovery_s),
+            v.charged_only_where_struck({engine: self.worker(engine) for engine in ENGINES}),
+        )
         self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
         self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
 
@@ -143,9 +150,10 @@ class Scenario:
         """The label smg gives ``service``'s per-worker series (its URL)."""
         return self.target.info.endpoints[service]
 
-    def at_worker(self, metric: Metric, service: str) -> Metric:
-        """A per-worker router metric for one engine, e.g. its circuit breaker's state."""
-        return metric.at(self.worker(service))
+    def at_worker(self, metric: Metric, service: str, kind: str = "") -> Metric:
+        """A per-worker router metric for one engine, e.g. its circuit breaker's state; with
+        ``kind``, one outcome or state entered of it (``CIRCUIT_TRANSITIONS``, ``"open"``)."""
+        return metric.at(f"{self.worker(service)}:{kind}" if kind else self.worker(service))
 
     def requests_at(self, service: str) -> Signal:
         """How many requests smg has at one worker: prompt on every engine (unlike SGLang's
@@ -163,9 +171,10 @@ class Scenario:
         if self.engine_logs is not None:
             capture_logs(self.history, self.engine_logs, {op.invoke.op for op in self.history.ops()})
 
-    def conclude(self, *, body_failed: bool) -> list[v.Verdict]:
+    def conclude(self, *, body_failed: bool, known: dict[str, str] | None = None) -> list[v.Verdict]:
         """Judge the declared verdicts and record them. Raises ``VerdictFailed`` if one did
-        not pass and the body did not fail first; ``NoVerdict`` if none was declared."""
+        not pass and the body did not fail first; ``NoVerdict`` if none was declared;
+        ``KnownIssueSeen`` if only verdicts ``known`` names failed (``v.raise_unless_passed``)."""
         if not self.checks:
             if body_failed:
                 return []
@@ -173,5 +182,5 @@ class Scenario:
         self._read_logs()
         verdicts = v.record(self.history, v.evaluate(self.history, self.checks))
         if not body_failed:
-            v.raise_unless_passed(verdicts)
+            v.raise_unless_passed(verdicts, known)
         return verdicts

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,10 @@ class DecodeEngine(Engine):
 
     def __init__(self, cfg: EngineConfig) -> None:
         super().__init__(cfg)
+        # who this process is: a decode restarted behind the same address is another
+        # instance, whose KV buffers prefill must learn again (SGLang's decode re-registers
+        # its kv args with each prefill, keyed by its session address)
+        self.instance_id = uuid.uuid4().hex
         self.prealloc: list[Req] = []
         self.transfer: list[Req] = []
         self.waiting: list[Req] = []  # KV received, waiting for a place in the running batch
@@ -245,6 +250,14 @@ class DecodeEngine(Engine):
                 while await reader.read(65536):
                     pass
                 return
+            if header.get("decode_instance") != self.instance_id:
+                # KV bound for the buffers of another decode process at this address (one
+                # before a restart): in SGLang it would land in memory this process never
+                # gave out; pdsim refuses it, so the room fails instead of decoding garbage
+                reason = f"KV for decode instance {header.get('decode_instance')!r}, this is {self.instance_id!r}"
+                await write_frame(writer, {"type": "ERR", "room": room, "reason": reason})
+                req.status.fail(reason)
+                return
             self._kv_conn[req.rid] = writer
             req.status.update(KVPoll.Transferring)
             log_event("req", rid=req.rid, bootstrap_room=room, state="transferring")
@@ -375,7 +388,7 @@ class DecodeEngine(Engine):
             self.spawn(self._send_meta(req, link))
 
     async def _send_meta(self, req: Req, link: PrefillLink) -> None:
-        frame = {"type": "META", "room": req.room, "kv_addr": self.cfg.kv_address, "prefill_instance": link.info.get("prefill_instance"), "rid": req.rid, "decode_prefix_len": req.decode_prefix_len}
+        frame = {"type": "META", "room": req.room, "kv_addr": self.cfg.kv_address, "decode_instance": self.instance_id, "prefill_instance": link.info.get("prefill_instance"), "rid": req.rid, "decode_prefix_len": req.decode_prefix_len}
         try:
             if link.writer is None:
                 raise ConnectionError("no control connection")

@@ -36,6 +36,7 @@ class Defect(enum.Enum):
     FAILED_ROOM_PINNED = "failed_room_pinned"
     WAITING_CLOCK_FROM_ARRIVAL = "waiting_clock_from_arrival"
     DECODE_PREFIX_KV_MISPLACED = "decode_prefix_kv_misplaced"
+    STALE_DECODE_REGISTRATION = "stale_decode_registration"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

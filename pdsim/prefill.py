@@ -52,6 +52,10 @@ class PrefillEngine(Engine):
         self._pending_abort: dict[int, float] = {}  # ABORTs that came before their request
         self._decode_link: dict[str, asyncio.StreamWriter] = {}
         self._kv_addr: dict[str, str] = {}
+        # decode registrations: the decode instance at each kv address (SGLang's
+        # decode_kv_args_table, keyed by the decode's session address and replaced when a
+        # restarted decode registers again)
+        self._decodes: dict[str, str] = {}
         self._transfers: dict[str, asyncio.Task[None]] = {}
         self._control_server: asyncio.AbstractServer | None = None
 
@@ -82,6 +86,7 @@ class PrefillEngine(Engine):
                     if header.get("prefill_instance") != self.instance_id:
                         log_event("meta_ignored", bootstrap_room=room, reason="stale prefill instance", got=header.get("prefill_instance"))
                         continue
+                    self._register_decode(str(header["kv_addr"]), str(header.get("decode_instance", "")))
                     self._on_meta(room, str(header["kv_addr"]), writer, int(header.get("decode_prefix_len", 0)))
                 elif kind == "ABORT":
                     req = self.by_room.get(room)
@@ -95,6 +100,18 @@ class PrefillEngine(Engine):
             pass
         finally:
             writer.close()
+
+    def _register_decode(self, kv_addr: str, instance: str) -> None:
+        """The decode at ``kv_addr`` is ``instance``: a new instance there (decode replaced
+        behind its address) replaces what prefill knew of the old one. With
+        ``stale_decode_registration`` the first instance seen at an address stays, so every
+        transfer to its successor is addressed to the dead one until prefill restarts."""
+        known = self._decodes.get(kv_addr)
+        if known == instance or (known is not None and self.cfg.has(Defect.STALE_DECODE_REGISTRATION)):
+            return
+        if known is not None:
+            log_event("engine", state="decode_replaced", kv_addr=kv_addr, old=known, new=instance)
+        self._decodes[kv_addr] = instance
 
     def _on_meta(self, room: int, kv_addr: str, writer: asyncio.StreamWriter, decode_prefix_len: int) -> None:
         req = self.by_room.get(room)
@@ -248,7 +265,7 @@ class PrefillEngine(Engine):
             host, port = split_addr(kv_addr)
             reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), _KV_CONNECT_TIMEOUT_S)
             total = max(0, req.prompt_tokens - req.decode_prefix_len) * self.cfg.kv_bytes_per_token
-            await write_frame(writer, {"type": "KV_BEGIN", "room": req.room, "bytes": total})
+            await write_frame(writer, {"type": "KV_BEGIN", "room": req.room, "bytes": total, "decode_instance": self._decodes.get(kv_addr, "")})
             req.status.update(KVPoll.Transferring)
             pattern = bytes.fromhex(req.digest or "00") * (self.cfg.kv_chunk_bytes // 16 + 1)
             sent = 0

@@ -9,6 +9,11 @@ then a restart of decode alone.
 Verdicts: every request ends within the client deadline, failures are clean, the watchdog
 fires within its bound, engine and router gauges return to baseline, service recovers, and
 replies equal the fault-free baseline's.
+
+A decode killed while idle and restarted is a decode replaced behind its address: prefill
+must drop what it knew of the old instance (its registration, its KV buffers) and serve
+the new one, not fail until it is itself restarted (``stale_decode_registration``, killed
+by ``recovers``; the prefill side is ``test_prefill_crash.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.client import Deadlines
 from chaos.history import Phase
-from chaos.pipeline import CIRCUIT_STATE, DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, PREFILL_TRANSFER_FAILED, ROUTER_INFLIGHT
+from chaos.pipeline import CIRCUIT_TRANSITIONS, DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, PREFILL_TRANSFER_FAILED, ROUTER_INFLIGHT
 from chaos.targets.base import Capability
 from chaos.triggers import gauge
 
@@ -88,6 +93,14 @@ def test_decode_restarted_alone_while_prefill_holds_rooms(scenario, workload, fa
     scenario.settle(PREFILL_QUEUES + ROUTER_INFLIGHT, within_s=freed)
 
 
+SMG_CHARGES_BOTH = (
+    "KNOWN ISSUE smg 1.13.0: while only decode is down, every failed PD attempt is charged to both "
+    "workers' circuit breakers: smg_worker_cb_outcomes_total{outcome=failure} of the prefill worker "
+    "rises with decode's although no fault struck prefill"
+)
+
+
+@pytest.mark.known_issue("charged_only_where_struck", reason=SMG_CHARGES_BOTH)
 def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, faults, bounds):
     deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
     scenario.baseline(agents=3, rounds=2, deadlines=deadlines)
@@ -103,14 +116,13 @@ def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, 
 @pytest.mark.xfail(
     strict=True,
     raises=v.VerdictFailed,  # only the verdict confirms the known issue; a rig error stays an error
-    reason="KNOWN ISSUE smg 1.13.0: while only decode is down, every failed PD attempt is charged to "
-    "both workers' circuit breakers, so the healthy prefill's circuit opens too and, once decode is "
+    reason=f"{SMG_CHARGES_BOTH}, so the healthy prefill's circuit opens too and, once decode is "
     "back, all traffic gets 503 'No available prefill workers (all circuits open or unhealthy)' for "
-    "--cb-timeout-duration-secs (60 s by default). Evidence: smg_worker_cb_state{worker=<prefill>} "
-    "goes to 1 in this test's history while prefill answered every request it got.",
+    "--cb-timeout-duration-secs (60 s by default). Evidence: smg_worker_cb_transitions_total{worker=<prefill>,to=open} "
+    "rises in this test's history while prefill answered every request it got.",
 )
 def test_decode_outage_leaves_the_prefill_circuit_closed(scenario, sampler, workload, faults):
-    scenario.judge(v.gauge_stays_at_most(scenario.at_worker(CIRCUIT_STATE, "prefill"), 0, why="prefill never failed"))
+    scenario.judge(v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, "prefill", "open"), why="prefill never failed"))
     with faults.kill("decode"):
         for _ in range(4):  # smg tries each one several times against the dead decode
             workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2), phase=Phase.FAULT)

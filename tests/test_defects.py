@@ -130,6 +130,19 @@ def test_decode_after_prefill_restart(start, defects):
         assert legs["prefill"].status == 500 and "KVPoll.Bootstrapping" in legs["prefill"].body["message"]
 
 
+@pytest.mark.parametrize("defects", ["", "stale_decode_registration"])
+def test_prefill_after_decode_restart(start, defects):
+    s = start(defects)
+    first = send(s, "/generate", BODY, timeout_s=10)
+    assert first["prefill"].status == 200 and first["decode"].status == 200  # prefill has met the first decode
+    s.restart("decode")
+    legs = send(s, "/generate", BODY, timeout_s=10)
+    if not defects:
+        assert legs["prefill"].status == 200 and legs["decode"].status == 200
+    else:
+        assert legs["decode"].status == 500 and "KV for decode instance" in legs["decode"].body["message"]
+
+
 @pytest.mark.parametrize("defects", ["", "stuck_transferring"])
 def test_transferring_rooms_time_out_unless_stuck_transferring(start, defects):
     s = start(defects, timeouts=replace(Timeouts.from_env(), inflight_s=60))

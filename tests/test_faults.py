@@ -158,3 +158,17 @@ def test_requests_sent_and_a_conjunction_of_conditions(history, sampler):
         history.append(Invoke(history.now(), 0.0, name, "/v1/chat/completions", False))
     holds, seen = (sent & yes).check(sampler, 0.0)
     assert holds and seen == "2 sent; yes" and (sent & yes).describe == "2 requests sent and always"
+
+
+def test_a_fault_names_the_engines_it_strikes():
+    """What smg may charge (v.charged_only_where_struck): the engine a process fault or an
+    abort hits, both ends of a link between the engines, none for the client's link, the
+    router or the clients' own errors."""
+    from chaos.faults import ClientFault, Freeze, ProxyDown, Restart
+    from chaos.faults.engine_api import AbortAll
+
+    toxic = Toxic("t", "timeout", "downstream", 1.0, {})
+    assert Kill(None, "decode").implicates == ("decode",) and Freeze(None, "prefill").implicates == ("prefill",)  # type: ignore[arg-type]
+    assert Restart(None, "router").implicates == () and AbortAll(None, "prefill").implicates == ("prefill",)  # type: ignore[arg-type]
+    assert ToxicFault(None, "kv", toxic).implicates == ("prefill", "decode") == ProxyDown(None, "bootstrap", "").implicates  # type: ignore[arg-type]
+    assert ToxicFault(None, "client_router", toxic).implicates == () == ClientFault("bad requests").implicates  # type: ignore[arg-type]

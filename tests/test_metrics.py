@@ -68,3 +68,19 @@ def test_sglang_loads_read_as_the_queue_gauges():
     ends = {"prefill": "http://127.0.0.1:1", "decode": "http://127.0.0.1:2", "router_metrics": "http://127.0.0.1:3/metrics"}
     assert metrics_urls(ends)["decode"] == ("http://127.0.0.1:2/metrics",)
     assert metrics_urls(ends | {"prefill_loads": "http://127.0.0.1:1/v1/loads", "decode_loads": "http://127.0.0.1:2/v1/loads"})["decode"] == ("http://127.0.0.1:2/metrics", "http://127.0.0.1:2/v1/loads")
+
+
+def test_smg_breaker_series_per_worker_and_outcome():
+    """smg's breaker outcomes and transitions are kept per worker and per outcome or state
+    entered, besides the per-worker sum (chaos.sampler)."""
+    from chaos.sampler import parse_metrics
+
+    m = parse_metrics(
+        'smg_worker_cb_outcomes_total{worker="http://w",outcome="success"} 4\n'
+        'smg_worker_cb_outcomes_total{worker="http://w",outcome="failure"} 2\n'
+        'smg_worker_cb_transitions_total{worker="http://w",from="closed",to="open"} 1\n'
+        'smg_worker_cb_transitions_total{worker="http://w",from="half_open",to="open"} 1\n'
+        'smg_worker_cb_transitions_total{worker="http://w",from="open",to="half_open"} 1\n'
+    )
+    assert m["smg_worker_cb_outcomes_total:http://w"] == 6 and m["smg_worker_cb_outcomes_total:http://w:failure"] == 2
+    assert m["smg_worker_cb_transitions_total:http://w:open"] == 2 and m["smg_worker_cb_transitions_total:http://w:half_open"] == 1

@@ -10,11 +10,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-__all__ = ["Fault"]
+__all__ = ["ENGINES", "Fault"]
+
+
+ENGINES = ("prefill", "decode")
 
 
 class Fault(ABC):
     kind: str = "fault"
+
+    @property
+    def implicates(self) -> tuple[str, ...]:
+        """The engines this fault strikes: the workers smg may rightly charge with the
+        failures it causes (``v.charged_only_where_struck``). None by default: a client's
+        own errors, a broken client link or a restarted router strike no engine."""
+        return ()
 
     @abstractmethod
     def describe(self) -> str: ...

@@ -23,6 +23,10 @@ class AbortAll(Fault):
         self.target, self.service = target, service
         self._status: int | None = None
 
+    @property
+    def implicates(self) -> tuple[str, ...]:
+        return (self.service,)
+
     def describe(self) -> str:
         return f"abort every request on {self.service}"
 

@@ -18,12 +18,18 @@ import time
 import httpx
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, ToxiproxyError
-from chaos.faults.base import Fault
+from chaos.faults.base import ENGINES, Fault
 from chaos.toxiproxy import Toxic, ToxiproxyClient
 
 __all__ = ["ProxyDown", "ToxicFault"]
 
 _PROBE_TIMEOUT_S = 1.0
+
+
+def _link_ends(proxy: str) -> tuple[str, ...]:
+    """The engines a broken link strikes: both ends of a link between them (bootstrap,
+    control, kv); none for the client's link to the router."""
+    return () if proxy == "client_router" else ENGINES
 
 
 def _probe(url: str, timeout_s: float) -> tuple[str, float]:
@@ -48,6 +54,10 @@ class ToxicFault(Fault):
 
     def __init__(self, client: ToxiproxyClient, proxy: str, toxic: Toxic, *, probe_url: str | None = None) -> None:
         self.client, self.proxy, self.toxic, self.probe_url = client, proxy, toxic, probe_url
+
+    @property
+    def implicates(self) -> tuple[str, ...]:
+        return _link_ends(self.proxy)
 
     def describe(self) -> str:
         attrs = ",".join(f"{k}={v}" for k, v in self.toxic.attributes.items())
@@ -111,6 +121,10 @@ class ProxyDown(Fault):
 
     def __init__(self, client: ToxiproxyClient, proxy: str, listen: str) -> None:
         self.client, self.proxy, self.listen = client, proxy, listen
+
+    @property
+    def implicates(self) -> tuple[str, ...]:
+        return _link_ends(self.proxy)
 
     def describe(self) -> str:
         return f"{self.proxy} down"

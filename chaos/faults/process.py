@@ -6,11 +6,21 @@ from __future__ import annotations
 import time
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, TargetError
-from chaos.faults.base import Fault
+from chaos.faults.base import ENGINES, Fault
 from chaos.targets.base import Target
 from chaos.wait import wait_until
 
 __all__ = ["Freeze", "Kill", "Restart", "Terminate"]
+
+
+class _ServiceFault(Fault):
+    """A fault on one service's process: it strikes that service if it is an engine."""
+
+    service: str
+
+    @property
+    def implicates(self) -> tuple[str, ...]:
+        return (self.service,) if self.service in ENGINES else ()
 
 
 def _start_again(target: Target, service: str) -> None:
@@ -21,7 +31,7 @@ def _start_again(target: Target, service: str) -> None:
         raise FaultNotHealed(str(exc)) from exc
 
 
-class Kill(Fault):
+class Kill(_ServiceFault):
     """SIGKILL a service. Healing starts it again (with the same command) if it is down."""
 
     kind = "kill"
@@ -50,7 +60,7 @@ class Kill(Fault):
         return f"{self.service} restarted and ready"
 
 
-class Terminate(Fault):
+class Terminate(_ServiceFault):
     """SIGTERM a service, as a rolling restart does, and let it drain. Healing waits up to
     ``drain_s`` for it to exit on its own (how long it took is the heal's evidence), stops it
     if it did not, and starts it again."""
@@ -87,7 +97,7 @@ class Terminate(Fault):
         return f"{self.service} {self._exit}; started again and ready"
 
 
-class Freeze(Fault):
+class Freeze(_ServiceFault):
     """Freeze a service (sockets stay open, nothing answers); healing thaws it."""
 
     kind = "freeze"
@@ -116,7 +126,7 @@ class Freeze(Fault):
         return f"{self.service} running"
 
 
-class Restart(Fault):
+class Restart(_ServiceFault):
     """Stop and start a service with the same command; verified by its readiness."""
 
     kind = "restart"

@@ -46,7 +46,7 @@ class Faults:
         return self._toxiproxy
 
     def _record(self, fid: str, stage: Stage, fault: Fault, evidence: str = "") -> None:
-        self.history.append(FaultEvent(self.history.now(), time.time(), fid, stage, fault.describe(), evidence))
+        self.history.append(FaultEvent(self.history.now(), time.time(), fid, stage, fault.describe(), evidence, implicates=fault.implicates))
 
     @contextmanager
     def apply(self, fault: Fault, *, when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0) -> Iterator[Fault]:
