@@ -85,7 +85,7 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("--nccl-port", type=int, required=True)
     parser.add_argument("--max-running-requests", type=int, required=True)
     parser.add_argument("--bootstrap-port", type=int)
-    parser.add_argument("--decode-radix-cache", action="store_true", help="decode: --disaggregation-decode-enable-radix-cache")
+    parser.add_argument("--disaggregation-decode-enable-radix-cache", dest="decode_radix_cache", action="store_true", help="decode: SGLang's own flag, passed on")
     a = parser.parse_args(args)
     argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port,
                    max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port, decode_radix_cache=a.decode_radix_cache)  # fmt: skip

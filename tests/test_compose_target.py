@@ -66,6 +66,18 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
             assert "/v1/models" in svc["healthcheck"]["test"][-1]  # Docker's probe never generates: idle_watchdog's lone request stays alone
 
 
+@pytest.mark.parametrize("overlay", ["cpu.yaml", "sglang-cpu.yaml", "gpu.yaml"])
+def test_decode_radix_cache_is_the_stacks_to_switch(engine, overlay):
+    """Every overlay's decode takes its radix cache from ENGINE_DECODE_RADIX_CACHE (what
+    chaos.targets.compose sets from StackConfig.decode_radix_cache), and only then."""
+    flag = "--disaggregation-decode-enable-radix-cache"
+    for value, expected in (("", False), (flag, True)):
+        r = _compose_config(overlay, env=SGLANG_ENV | {"ENGINE_DECODE_RADIX_CACHE": value})
+        assert r.returncode == 0, r.stderr
+        services = json.loads(r.stdout)["services"]
+        assert (flag in services["decode"]["command"]) is expected and flag not in services["prefill"]["command"], (value, services["decode"]["command"])
+
+
 @pytest.mark.skipif(not (REPO_ROOT / ".tools" / "sglang" / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
 @pytest.mark.xdist_group("sglang")  # with tests/test_sglang_cpu.py: one SGLang stack at a time
 @pytest.mark.timeout(400)  # real SGLang starts in its containers within the test

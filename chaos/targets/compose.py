@@ -70,6 +70,7 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDSIM_DECODE_MS_PER_STEP": str(cfg.decode_ms_per_step),
         "PDSIM_KV_BYTES_PER_TOKEN": str(cfg.kv_bytes_per_token),
         "ENGINE_MAX_RUNNING_REQUESTS": str(cfg.max_running_requests),
+        "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache" if cfg.decode_radix_cache else "",  # empty: the overlay's default
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
         "SMG_RETRY_MAX_RETRIES": str(cfg.router_max_retries),

@@ -85,7 +85,7 @@ class SGLangCPUStack(EmbeddedStack):
             ),
             "decode": ProcSpec(
                 "decode",
-                (*common, "decode", *model, "--port", str(ports.decode), "--nccl-port", str(ports.decode_dist), *(("--decode-radix-cache",) if cfg.decode_radix_cache else ())),
+                (*common, "decode", *model, "--port", str(ports.decode), "--nccl-port", str(ports.decode_dist), *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ())),
                 env,
                 logs / "decode.log",
             ),
