@@ -4,7 +4,6 @@ body has ended, whether it returned or raised (``chaos.scenario``)."""
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Iterator
 
@@ -22,7 +21,7 @@ from chaos.sampler import Sampler, metrics_urls
 from chaos.scenario import Scenario
 from chaos.session import SEED, SOAK, TARGET, xdist_worker
 from chaos.soak import Soak
-from chaos.stack_factory import StackFactory
+from chaos.stack_factory import StackFactory, session_defects
 from chaos.targets.base import Target
 from chaos.targets.bringup import served_model
 from chaos.toxiproxy import ToxiproxyClient
@@ -58,7 +57,7 @@ def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
 @pytest.fixture(scope="session")
 def stack(stack_factory: StackFactory) -> Target:
     """The stack under test, shared by the session (pdsim defects from the environment)."""
-    return stack_factory.start(defects=os.environ.get("PDSIM_DEFECTS", ""))
+    return stack_factory.start(defects=session_defects())
 
 
 @pytest.fixture

@@ -44,10 +44,11 @@ class Metric(NamedTuple):
     source: str
     name: str
 
-    def at(self, worker: str) -> "Metric":
+    def at(self, worker: str, kind: str = "") -> "Metric":
         """The same metric for one worker: smg labels its per-worker series by the worker's
-        URL, which the sampler keeps as ``name:url``."""
-        return Metric(self.source, f"{self.name}:{worker}")
+        URL, which the sampler keeps as ``name:url``; with ``kind``, one outcome or state
+        entered of it (``name:url:failure``, ``name:url:open``)."""
+        return Metric(self.source, f"{self.name}:{worker}:{kind}" if kind else f"{self.name}:{worker}")
 
     def __str__(self) -> str:
         return f"{self.source}:{self.name}"
@@ -99,8 +100,8 @@ PREFILL_TRANSFER_FAILED = Metric("prefill", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_FAILED = Metric("decode", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_QUEUE = Metric("decode", "num_decode_transfer_queue_reqs")
 
-CIRCUIT_FAILURES = Metric("router", "smg_worker_cb_outcomes_total")  # per worker and outcome (.at(f"{url}:failure")): what smg charged
-CIRCUIT_TRANSITIONS = Metric("router", "smg_worker_cb_transitions_total")  # per worker and state entered (.at(f"{url}:open")): a circuit opened
+CIRCUIT_FAILURES = Metric("router", "smg_worker_cb_outcomes_total")  # per worker and outcome (.at(url, "failure")): what smg charged
+CIRCUIT_TRANSITIONS = Metric("router", "smg_worker_cb_transitions_total")  # per worker and state entered (.at(url, "open")): a circuit opened
 
 HOPS: tuple[str, ...] = tuple(h.name for h in PIPELINE)  # pipeline order: the earliest hop a request never left is where it is stuck
 STATE_HOP: dict[tuple[str, str], str] = {(h.service, s): h.name for h in PIPELINE for s in h.states}

@@ -88,7 +88,7 @@ class Scenario:
         self.judge(
             v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET),
             v.recovers(within_s=self.bounds.recovery_s),
-            v.charged_only_where_struck({engine: self.worker(engine) for engine in ENGINES}),
+            v.charged_only_where_struck(self.workers()),
         )
         self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
         self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
@@ -150,10 +150,14 @@ class Scenario:
         """The label smg gives ``service``'s per-worker series (its URL)."""
         return self.target.info.endpoints[service]
 
+    def workers(self) -> dict[str, str]:
+        """Each engine with the label smg gives its per-worker series."""
+        return {engine: self.worker(engine) for engine in ENGINES}
+
     def at_worker(self, metric: Metric, service: str, kind: str = "") -> Metric:
         """A per-worker router metric for one engine, e.g. its circuit breaker's state; with
         ``kind``, one outcome or state entered of it (``CIRCUIT_TRANSITIONS``, ``"open"``)."""
-        return metric.at(f"{self.worker(service)}:{kind}" if kind else self.worker(service))
+        return metric.at(self.worker(service), kind)
 
     def requests_at(self, service: str) -> Signal:
         """How many requests smg has at one worker: prompt on every engine (unlike SGLang's

@@ -17,7 +17,13 @@ from chaos.stack import StackConfig, Timeouts
 from chaos.targets.base import Target
 from chaos.targets.registry import TargetChoice
 
-__all__ = ["StackFactory"]
+__all__ = ["StackFactory", "session_defects"]
+
+
+def session_defects() -> str:
+    """The pdsim defects this session runs with (``PDSIM_DEFECTS``: how the kill matrix
+    switches one on for every stack a run starts)."""
+    return os.environ.get("PDSIM_DEFECTS", "")
 
 
 class StackFactory:
@@ -54,7 +60,7 @@ class StackFactory:
         """A stack of a suite module's own (other timeouts, a smaller engine, the router's
         limits), with the session's pdsim defects so the kill matrix reaches it too; stopped
         when the block ends."""
-        stack = self.start(defects=os.environ.get("PDSIM_DEFECTS", ""), **overrides)
+        stack = self.start(defects=session_defects(), **overrides)
         try:
             yield stack
         finally:

@@ -437,8 +437,8 @@ def _charges(h: History, worker: str) -> list[tuple[float, float]]:
     """The failures smg charged to one worker's breaker, sample by sample, read where smg
     lists the worker's breaker outcomes at all. smg creates a worker's ``failure`` series
     at its first failure, so a sample listing the worker's outcomes without it reads 0."""
-    listed, failures = f"{CIRCUIT_FAILURES.name}:{worker}", f"{CIRCUIT_FAILURES.name}:{worker}:failure"
-    return [(s.t, s.values.get(failures, 0.0)) for s in h.of(Sample) if s.source == CIRCUIT_FAILURES.source and listed in s.values]
+    listed, failures = CIRCUIT_FAILURES.at(worker), CIRCUIT_FAILURES.at(worker, "failure")
+    return [(s.t, s.values.get(failures.name, 0.0)) for s in h.of(Sample) if s.source == listed.source and listed.name in s.values]
 
 
 def charged_only_where_struck(workers: dict[str, str]) -> Check:

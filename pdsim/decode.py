@@ -254,9 +254,7 @@ class DecodeEngine(Engine):
                 # KV bound for the buffers of another decode process at this address (one
                 # before a restart): in SGLang it would land in memory this process never
                 # gave out; pdsim refuses it, so the room fails instead of decoding garbage
-                reason = f"KV for decode instance {header.get('decode_instance')!r}, this is {self.instance_id!r}"
-                await write_frame(writer, {"type": "ERR", "room": room, "reason": reason})
-                req.status.fail(reason)
+                await self._refuse(writer, req, f"KV for decode instance {header.get('decode_instance')!r}, this is {self.instance_id!r}")
                 return
             self._kv_conn[req.rid] = writer
             req.status.update(KVPoll.Transferring)
@@ -274,8 +272,7 @@ class DecodeEngine(Engine):
                 await write_frame(writer, {"type": "ACK", "room": room})
                 return
             if received != expected:
-                await write_frame(writer, {"type": "ERR", "room": room, "reason": f"KV size mismatch {received} != {expected}"})
-                req.status.fail(f"KV size mismatch {received} != {expected}")
+                await self._refuse(writer, req, f"KV size mismatch {received} != {expected}")
                 return
             aux = self._maybe_mix_up(aux)
             req.digest = str(aux["digest"])
@@ -295,6 +292,11 @@ class DecodeEngine(Engine):
             else:
                 writer.close()
             self.wake()
+
+    async def _refuse(self, writer: asyncio.StreamWriter, req: Req, reason: str) -> None:
+        """KV decode will not take: prefill hears why (ERR), and the room fails with it."""
+        await write_frame(writer, {"type": "ERR", "room": req.room, "reason": reason})
+        req.status.fail(reason)
 
     def _late_write(self, aborted: Req, room: int, aux: dict[str, Any]) -> None:
         """``abort_frees_kv_mid_transfer``: an aborted room's pages went back to the pool at

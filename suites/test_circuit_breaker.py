@@ -5,8 +5,9 @@ a healthy worker's circuit opens and every later request gets 503 (smg #2565, sg
 #31206). Fault model: the clients themselves send requests every engine must refuse (a
 prompt far over any context length), more of them than the breaker's failure threshold.
 Verdicts: each is refused with a 4xx, smg charges neither worker a failure and neither
-worker's circuit opens (a circuit half-open from an earlier test's fault may stay so), and a good request right after them is served. (Every
-scenario that settles judges the same charge verdict: ``Scenario.settle``.)
+worker's circuit opens (a circuit half-open from an earlier test's fault may stay so), and
+a good request right after them is served. (Every scenario that settles judges the same
+charge verdict: ``Scenario.settle``.)
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ BAD_REQUESTS = 12  # above smg's default breaker threshold
 def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults):
     scenario.judge(
         v.statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error"),
-        v.charged_only_where_struck({worker: scenario.worker(worker) for worker in ("prefill", "decode")}),
-        *(v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, worker, "open"), why="only clients erred") for worker in ("prefill", "decode")),
+        v.charged_only_where_struck(scenario.workers()),
+        *(v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, worker, "open"), why="only clients erred") for worker in scenario.workers()),
         v.outcomes_in(set(), phase=Phase.AFTER),
     )
     too_long = workload.chat("word " * OVER_ANY_CONTEXT, max_tokens=2)
