@@ -85,6 +85,7 @@ class DecodeEngine(Engine):
         # ``kv_socket_leak``: every finished KV connection, kept open for good
         self._leaked_sockets: list[asyncio.StreamWriter] = []
         # ``abort_frees_kv_mid_transfer``: when each room aborted mid-transfer freed its pages
+        # (until its KV connection ends)
         self._freed_at: dict[str, float] = {}
         # the decode radix cache (``--disaggregation-decode-enable-radix-cache``): the token
         # sequences (prompt and reply) of finished requests, whose KV decode keeps; lost with
@@ -264,13 +265,14 @@ class DecodeEngine(Engine):
                 header, payload = await read_frame(reader)
                 if header.get("type") == "KV_CHUNK":
                     received += len(payload)
+                    if req.rid in self._freed_at:  # the room was aborted and its pages handed on
+                        self._late_write(req)
                 elif header.get("type") == "KV_END":
                     break
-            aux = dict(header.get("aux") or {})
-            if req not in self.transfer and self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER):
-                self._late_write(req, room, aux)  # the room was aborted and its pages handed on
+            if req.rid in self._freed_at:
                 await write_frame(writer, {"type": "ACK", "room": room})
                 return
+            aux = dict(header.get("aux") or {})
             if received != expected:
                 await self._refuse(writer, req, f"KV size mismatch {received} != {expected}")
                 return
@@ -287,6 +289,7 @@ class DecodeEngine(Engine):
         finally:
             if req is not None:
                 self._kv_conn.pop(req.rid, None)
+                self._freed_at.pop(req.rid, None)
             if self.cfg.has(Defect.KV_SOCKET_LEAK) and req is not None and req.status.poll is KVPoll.Success:
                 self._leaked_sockets.append(writer)  # never closed: one descriptor more per request
             else:
@@ -298,21 +301,19 @@ class DecodeEngine(Engine):
         await write_frame(writer, {"type": "ERR", "room": req.room, "reason": reason})
         req.status.fail(reason)
 
-    def _late_write(self, aborted: Req, room: int, aux: dict[str, Any]) -> None:
-        """``abort_frees_kv_mid_transfer``: an aborted room's pages went back to the pool at
-        once while its transfer still wrote into them. Whichever request holds them when the
-        late bytes land (the newest one admitted since the abort and still alive) decodes
-        the rest of its reply from the aborted request's KV: another context's output."""
-        freed_at = self._freed_at.pop(aborted.rid, float("inf"))  # never freed: no page to share
+    def _late_write(self, aborted: Req) -> None:
+        """``abort_frees_kv_mid_transfer``: a chunk of an aborted room's KV has landed in
+        pages that went back to the pool when it was aborted. Whoever holds them now (the
+        newest request admitted since the abort and still alive) decodes the rest of its
+        reply from the aborted request's context. A request whose own KV has not landed yet
+        is overwritten by it, as real pages would be: only a write after that corrupts."""
+        freed_at = self._freed_at[aborted.rid]
         alive = [r for r in (*self.transfer, *self.waiting, *self.running) if r.stage_since >= freed_at and r.finish is None and not r.leaked]
         victim = max(alive, key=lambda r: r.stage_since, default=None)
-        log_event("kv", bootstrap_room=room, state="late_write_into_freed_pages", rid=aborted.rid, landed_in=victim.room if victim else None)
-        if victim is None:
+        if victim is None or victim.status.poll is not KVPoll.Success or victim.digest == (digest := context_digest(aborted.input_ids)):
             return
-        victim.digest = str(aux["digest"])
-        if victim.status.poll is KVPoll.WaitingForInput:
-            victim.output_ids = [int(aux["first_token"])]
-            victim.status.update(KVPoll.Success)
+        victim.digest = digest
+        log_event("kv", bootstrap_room=aborted.room, state="late_write_into_freed_pages", rid=aborted.rid, landed_in=victim.room)
 
     def _maybe_mix_up(self, aux: dict[str, Any]) -> dict[str, Any]:
         """``room_mixup``: under concurrency, now and then hand out another room's KV."""
@@ -527,7 +528,7 @@ class DecodeEngine(Engine):
             self.prealloc.remove(req)
         elif req in self.transfer:
             req.status.fail(reason)
-            if self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER):  # the transfer runs on into freed pages
+            if self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER) and req.rid in self._kv_conn:  # the transfer runs on into freed pages
                 self._freed_at[req.rid] = time.monotonic()
             else:
                 self._send_abort(req)

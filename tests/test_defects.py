@@ -307,3 +307,21 @@ def test_cached_prefix_replies_equal_uncached_ones_unless_decode_prefix_kv_mispl
     assert httpx.post(f"{s.info.endpoints['decode']}/flush_cache", timeout=5).status_code == 200
     uncached = send(s, "/generate", longer)["decode"].body["output_ids"]
     assert (cached != uncached) == bool(defects), (cached, uncached)
+
+
+@pytest.mark.parametrize("defects", ["", "abort_frees_kv_mid_transfer"])
+def test_aborted_kv_lands_in_the_next_owner_only_with_abort_frees_kv_mid_transfer(start, defects):
+    """A request hung up on while its KV crosses a slowed link, then one that takes its
+    pages: that one's reply equals its fault-free reply, unless the defect lets the rest of
+    the aborted KV land in its pages."""
+    s = start(defects)
+    client = s.info.endpoints["client"] + "/generate"
+    owner = {"text": "the next owner", "sampling_params": {"max_new_tokens": 300, "ignore_eos": True, "temperature": 0}}
+    baseline = httpx.post(client, json=owner, timeout=20).json()["text"]
+    aborted = {"input_ids": list(range(1, 401)), "sampling_params": {"max_new_tokens": 4}}  # a 0.4 s forward, then 400 KB of KV
+    with toxic(s, "kv", "bandwidth", stream="upstream", rate=50):  # the KV crosses in 8 s
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(client, json=aborted, timeout=httpx.Timeout(1.5, connect=2))  # hung up on mid-transfer
+        wait_until(lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") == 0, timeout_s=3, what="decode let the aborted room go")
+        reply = httpx.post(client, json=owner, timeout=20).json()["text"]  # 3 s of decoding while the rest crosses
+    assert (reply != baseline) == bool(defects)
