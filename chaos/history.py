@@ -60,10 +60,13 @@ class Phase(enum.StrEnum):
 
 
 class Stage(enum.StrEnum):
-    """Where a fault is in its life; each stage is one ``FaultEvent``."""
+    """Where a fault is in its life; each stage is one ``FaultEvent``. An action has a start
+    and an end: the fault takes effect between ``inject`` and ``verified``, and ends between
+    ``heal`` and ``healed`` (a thaw through a deployment's commands can take a second)."""
 
     INJECT = "inject"
     VERIFIED = "verified"
+    HEAL = "heal"
     HEALED = "healed"
     HEAL_VERIFIED = "heal_verified"
     HEAL_FAILED = "heal_failed"
@@ -266,8 +269,15 @@ class History:
         return next((f.t for f in self.of(FaultEvent) if f.stage is Stage.INJECT), None)
 
     def last_heal_t(self) -> float | None:
+        """When the last heal was done (its ``healed`` event)."""
         heals = [f.t for f in self.of(FaultEvent) if f.stage is Stage.HEALED]
         return max(heals) if heals else None
+
+    def last_heal_began_t(self) -> float | None:
+        """When the last heal began (its ``heal`` event): the earliest its effect can date from."""
+        done = self.last_heal_t()
+        began = [f.t for f in self.of(FaultEvent) if f.stage is Stage.HEAL and done is not None and f.t <= done]
+        return max(began) if began else done
 
     def series(self, source: str, metric: str) -> list[tuple[float, float]]:
         return [(s.t, s.values[metric]) for s in self.of(Sample) if s.source == source and metric in s.values]

@@ -254,26 +254,31 @@ def _increments(series: list[tuple[float, float]]) -> list[float]:
 def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: float, since: Since = Since.FAULT) -> Check:
     """The failure counter a watchdog bumps rose within [T, T + slack] after the first fault
     (``Since.FAULT``) or after the last heal (``Since.HEAL``: the watchdog's clock starts
-    when a healed service resumes work), T being ``timeout_s``: it fired, neither early nor late."""
+    when a healed service resumes work), T being ``timeout_s``: it fired, neither early nor
+    late. A heal takes effect at some moment while it runs, so the window opens T after the
+    heal began and closes T + slack after it was done; times are given from its start."""
     since, (source, counter_name) = Since(since), counter
     after = f"the {since.value}"
 
     @_named(f"watchdog_fired({name}: {source}:{counter_name} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after {after})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ref = _start(h, since)
+        done = _start(h, since)
         series = h.counter_series(source, counter_name)
-        if ref is None or not series:
+        if done is None or not series:
             return Verdict(vname, Status.UNKNOWN, "no fault or no samples of the counter")
-        lo, hi = ref + timeout_s - SAMPLE_TOLERANCE_S, ref + timeout_s + slack_s
+        began = h.last_heal_began_t() if since is Since.HEAL else None
+        ref = done if began is None else began
+        lo, hi = ref + timeout_s - SAMPLE_TOLERANCE_S, done + timeout_s + slack_s
+        took = f" (it took {done - ref:.2f}s)" if done - ref >= 0.01 else ""
         ups = [t for t in _increments(series) if t >= ref]
         hits = [t for t in ups if lo <= t <= hi]
         if hits:
-            return Verdict(vname, Status.PASS, f"{counter_name} rose {hits[0] - ref:.2f}s after {after}")
+            return Verdict(vname, Status.PASS, f"{counter_name} rose {hits[0] - ref:.2f}s after {after}{took}")
         seen = ", ".join(f"{t - ref:+.2f}s" for t in ups[:6]) or "never"
         if series[-1][0] < hi:
-            return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after {after}, before the window closes; rises seen: {seen}")
-        return Verdict(vname, Status.FAIL, f"{counter_name} on {source} did not rise inside the window; rises after {after}: {seen}")
+            return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after {after}{took}, before the window closes; rises seen: {seen}")
+        return Verdict(vname, Status.FAIL, f"{counter_name} on {source} did not rise inside the window; rises after {after}{took}: {seen}")
 
     return check
 

@@ -34,7 +34,7 @@ def test_verification_catches_a_kill_that_did_nothing(stack, faults, history):
         with faults.apply(NoOpKill(stack, "decode")):
             pass
     assert stack.is_running("decode")
-    assert stages(history) == ["inject", "healed", "heal_verified"]
+    assert stages(history) == ["inject", "heal", "healed", "heal_verified"]
 
 
 def test_verification_catches_a_toxic_on_the_wrong_link(stack, faults):
@@ -53,7 +53,7 @@ def test_kill_is_verified_and_healed_by_a_restart(stack, faults, history):
     with faults.kill("decode"):
         assert not stack.is_running("decode")
     assert stack.is_running("decode") and stack.pid("decode") != old
-    assert stages(history) == ["inject", "verified", "healed", "heal_verified"]
+    assert stages(history) == ["inject", "verified", "heal", "healed", "heal_verified"]
 
 
 def test_terminate_waits_for_the_exit_then_starts_the_service_again(stack, faults, history):
@@ -61,7 +61,7 @@ def test_terminate_waits_for_the_exit_then_starts_the_service_again(stack, fault
     with faults.terminate("decode", drain_s=5):
         pass  # idle: pdsim drains at its first check, a second after the signal
     assert stack.is_running("decode") and stack.pid("decode") != old
-    assert stages(history) == ["inject", "verified", "healed", "heal_verified"]
+    assert stages(history) == ["inject", "verified", "heal", "healed", "heal_verified"]
     assert "exited" in history.faults()[-1].evidence and "started again" in history.faults()[-1].evidence
 
 

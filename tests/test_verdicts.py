@@ -77,6 +77,21 @@ def test_watchdog_fired():
     assert status(check, short) is v.Status.UNKNOWN  # samples stop before the window closes
 
 
+
+def test_watchdog_fired_after_a_slow_heal_counts_from_when_the_heal_began():
+    """A thaw through a deployment's commands took 1.3 s: the service resumed somewhere in
+    between, so a watchdog that fired T after the heal began is on time, and one that fired
+    before that is early."""
+    check = v.watchdog_fired("inflight", Metric("prefill", "fails"), timeout_s=10, slack_s=3.5, since=v.Since.HEAL)
+    on_time, early = History(), History()
+    for h, rise in ((on_time, 35.8), (early, 35.0)):
+        h.append(FaultEvent(12.0, 0.0, "freeze#1", "inject", "freeze prefill"))
+        h.append(FaultEvent(25.7, 0.0, "freeze#1", "heal", "freeze prefill"))
+        h.append(FaultEvent(27.0, 0.0, "freeze#1", "healed", "freeze prefill"))
+        series(h, "prefill", "fails", [(t / 10, 1.0 if t / 10 >= rise else 0.0) for t in range(0, 420)])
+    assert status(check, on_time) is v.Status.PASS and "it took 1.30s" in check(on_time).message
+    assert status(check, early) is v.Status.FAIL and "+9.30s" in check(early).message
+
 def test_no_leak():
     check = v.no_leak(gauges=[("prefill", "inflight")], within_s=3)
     back, stuck, blind = History(), History(), History()

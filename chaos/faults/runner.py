@@ -72,6 +72,7 @@ class Faults:
         if (fid, fault) not in self._active:
             return
         try:
+            self._record(fid, Stage.HEAL, fault)
             fault.heal()
             self._record(fid, Stage.HEALED, fault)
             self._record(fid, Stage.HEAL_VERIFIED, fault, fault.verify_healed())
