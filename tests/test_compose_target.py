@@ -169,3 +169,26 @@ def test_a_crashed_sessions_containers_are_reaped(engine, tmp_path, stack_factor
     assert r.returncode == 0 and "state" in r.stdout, r.stderr
     assert project_containers(engine, project) == []
     assert [n.name for n in engine.networks.list() if "pdchaos" in n.name] == []
+
+
+def test_pause_is_retried_only_while_the_freezer_is_busy():
+    """runc gives up freezing a busy cgroup and leaves retrying to its caller: ``_pause``
+    retries that error alone (a small fake container; the real one is paused above)."""
+    from chaos.targets.compose import _pause
+
+    class Container:
+        def __init__(self, errors: list[str]) -> None:
+            self.errors, self.calls = errors, 0
+
+        def pause(self) -> None:
+            self.calls += 1
+            if self.errors:
+                raise RuntimeError(self.errors.pop(0))
+
+    busy = Container(["OCI runtime pause failed: unable to freeze: unknown"] * 2)
+    _pause(busy)
+    assert busy.calls == 3
+    gone = Container(["No such container"])
+    with pytest.raises(RuntimeError, match="No such container"):
+        _pause(gone)
+    assert gone.calls == 1

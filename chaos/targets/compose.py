@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
+
 from chaos.errors import ConfigError, TargetError
 from chaos.ports import ensure_free
 from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
@@ -82,6 +84,18 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDCHAOS_SGLANG_HOME": str(SGLANG_HOME),
         "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),
     }
+
+
+def _freezer_busy(exc: BaseException) -> bool:
+    return "unable to freeze" in str(exc)
+
+
+@retry(retry=retry_if_exception(_freezer_busy), stop=stop_after_delay(STATE_CHANGE_S), wait=wait_fixed(0.2), reraise=True)
+def _pause(container: Any) -> None:
+    """``docker pause``, again while runc reports "unable to freeze": on a loaded machine the
+    cgroup freezer can miss its own retry budget, and runc thaws and leaves retrying to its
+    caller (opencontainers/runc#4388; CI saw it once beside real SGLang)."""
+    container.pause()
 
 
 class ComposeStack:
@@ -216,7 +230,7 @@ class ComposeStack:
         c = self._container(service)
         if c.status != "running":
             raise TargetError(f"{service} was not running ({c.status})")
-        c.pause()
+        _pause(c)
         wait_until(lambda: self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} container paused")
 
     def thaw(self, service: str) -> None:
