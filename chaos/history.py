@@ -276,8 +276,9 @@ class History:
     def last_heal_began_t(self) -> float | None:
         """When the last heal began (its ``heal`` event): the earliest its effect can date from."""
         done = self.last_heal_t()
-        began = [f.t for f in self.of(FaultEvent) if f.stage is Stage.HEAL and done is not None and f.t <= done]
-        return max(began) if began else done
+        if done is None:
+            return None
+        return max((f.t for f in self.of(FaultEvent) if f.stage is Stage.HEAL and f.t <= done), default=done)
 
     def series(self, source: str, metric: str) -> list[tuple[float, float]]:
         return [(s.t, s.values[metric]) for s in self.of(Sample) if s.source == source and metric in s.values]
