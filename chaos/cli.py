@@ -25,6 +25,7 @@ __all__ = ["main"]
 
 DEFAULT_STATE_DIR = Path(os.environ.get("PDCHAOS_STATE_DIR", ".pdchaos"))
 DEFAULT_PORT_BASE = int(os.environ.get("PDCHAOS_PORT_BASE", BASES["up"]))
+CLEAN_LOG_TAIL = 40  # lines: pytest's short summary of the failed tests
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -131,6 +132,10 @@ def _mutants(args: argparse.Namespace) -> int:
     for r in results:
         table.add_row(r.defect, r.state, escape(r.tests_failed[0] if r.tests_failed else ""), escape((r.verdict or r.rig_error)[:120]), f"{r.seconds:.0f}")
     Console(width=200).print(table)
+    for r in results:  # CI keeps the end of its log: say there what failed in a failed clean run
+        if r.defect == "clean" and not r.as_expected:
+            print(f"the clean run failed; the end of its log ({r.log}):")
+            print("\n".join(Path(r.log).read_text(errors="replace").splitlines()[-CLEAN_LOG_TAIL:]))
     (out / "summary.md").write_text(f"# Kill matrix\n\n{to_markdown(results)}")
     if args.json:
         args.json.write_text(to_json(results))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 import httpx
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_fixed
@@ -77,17 +77,18 @@ class Scenario:
         """Fault-free conversations whose replies are the reference (``Phase.BASELINE``)."""
         self.workload.conversations(**conversation, phase=Phase.BASELINE).run()
 
-    def settle(self, gauges: Iterable[Metric], *, within_s: float) -> None:
+    def settle(self, gauges: Iterable[Metric], *, within_s: float, ready: Collection[str] = ()) -> None:
         """After the heal: recovery, then quiet. A fresh request must succeed within the
-        target's recovery bound, and every gauge must be back to its baseline within
-        ``within_s`` of the moment the system went quiet, and smg must have charged failures
+        target's recovery bound (counted, for ``ready`` services, from when their watched
+        /health answered 200 again: ``v.recovers``), every gauge must be back to its baseline
+        within ``within_s`` of the moment the system went quiet, and smg must have charged failures
         only to the engines a fault struck; all are judged (``recovers``, ``no_leak``,
         ``charged_only_where_struck``: the circuit breakers' oracle on every fault scenario),
         and the sampler runs until the leak window is covered (bounded)."""
         gauges = list(gauges)
         self.judge(
             v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET),
-            v.recovers(within_s=self.bounds.recovery_s),
+            v.recovers(within_s=self.bounds.recovery_s, ready=ready),
             v.charged_only_where_struck(self.workers()),
         )
         self.workload.probe_until_ok(within_s=self.bounds.recovery_s)

@@ -45,8 +45,12 @@ ADMITTED = 24  # smg's --max-concurrent-requests
 ROUTER_QUEUE = 4  # smg's --queue-size
 SHED = 6  # requests beyond both in the shedding test
 QUEUED = 24  # requests of the queueing test, all within smg's admission
-ARRIVAL_S = 0.25  # one every quarter second: arrivals outpace decode's 2-at-a-time service
-TOKENS = 400  # each request's reply length: about 1.2 s per wave of 2 on pdsim (3 ms a step) and on SGLang on CPU
+ARRIVAL_S = 0.1  # ten a second: arrivals outpace decode's 2-at-a-time service many times over
+TOKENS = 250  # each request's reply length: about 1.2 s per wave of 2 on pdsim (5 ms a step), 0.8-4 s on SGLang on CPU
+# The clients' and smg's deadline bounds a hang and judges nothing: it must outlast the whole
+# load's service on the slowest machine this runs on (12 waves of 400 tokens took over 90 s
+# on a CI machine five times slower than usual)
+REQUEST_TIMEOUT_S = 150
 HELD = 12  # the SIGTERM test's streams: 6 fill decode's slots, the rest wait in prefill's bootstrap queue
 DECODE_PREALLOC = Metric("decode", "num_decode_prealloc_queue_reqs")
 PREFILL_BOOTSTRAP = Metric("prefill", "num_prefill_bootstrap_queue_reqs")
@@ -66,10 +70,10 @@ def stack(stack_factory):
     with stack_factory.own(
         timeouts=Timeouts(bootstrap_s=300, waiting_s=3, inflight_s=20),
         max_running_requests=RUNNING,
-        decode_ms_per_step=3.0,
+        decode_ms_per_step=5.0,
         router_max_concurrent_requests=ADMITTED,
         router_queue_size=ROUTER_QUEUE,
-        router_request_timeout_s=90,
+        router_request_timeout_s=REQUEST_TIMEOUT_S,
     ) as target:
         yield target
 

@@ -11,6 +11,7 @@ from chaos import verdicts as v
 from chaos.growth import CHECKPOINT, Limit
 from chaos.history import Chunk, Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Phase, Sample, TriggerFired
 from chaos.pipeline import Metric
+from chaos.sampler import HEALTH
 
 
 def op(h: History, name: str, t0: float, t1: float | None, outcome: Outcome = Outcome.OK, *, reply: str = "r", context: str = "", phase: str = "", agent: str = "", rnd: int = -1, prompt: int | None = None, error: str = "") -> None:
@@ -122,6 +123,23 @@ def test_recovers():
     assert status(check, good) is v.Status.PASS
     assert status(check, never) is v.Status.FAIL
     assert status(check, nothing) is v.Status.UNKNOWN
+
+
+def test_recovers_from_when_a_held_engine_answers_again():
+    """With ``ready``, the clock starts at the watched engine's first 200 after the heal; an
+    engine never back leaves it at the heal, and an engine never watched is unknown."""
+    check = v.recovers(within_s=5, ready=("prefill",))
+    caught_up, never_back, unwatched = History(), History(), History()
+    for h in (caught_up, never_back, unwatched):
+        fault(h, 1.0, 2.0)
+        op(h, "q", 3.0, 14.0)  # 12 s after the heal
+    series(caught_up, HEALTH, "prefill", [(1.5, 0.0), (2.5, 0.0), (10.0, 1.0)])  # back 8 s after the heal
+    series(never_back, HEALTH, "prefill", [(1.5, 0.0), (2.5, 0.0), (10.0, 0.0)])
+    series(unwatched, HEALTH, "decode", [(10.0, 1.0)])
+    assert status(check, caught_up) is v.Status.PASS and "(8.00s after the heal)" in check(caught_up).message
+    assert status(check, never_back) is v.Status.FAIL and "never answered 200" in check(never_back).message
+    assert status(check, unwatched) is v.Status.UNKNOWN
+    assert status(v.recovers(within_s=5), caught_up) is v.Status.FAIL  # from the heal itself: 12 s
 
 
 def test_replies_match_baseline():
