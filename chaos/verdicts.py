@@ -329,7 +329,7 @@ def recovers(*, within_s: float, ready: Collection[str] = ()) -> Check:
     ``within_s`` of the first probe after the heal at which the last of them answered 200.
     That is for an engine the scenario held (frozen) for as long as another one took to
     restart: back, it first works off what queued for it meanwhile (SGLang's /health
-    generates a token behind all of it: 8.7 s after a 81 s freeze on a slow 2-core machine),
+    generates a token behind all of it: 8.7 s after an 81 s freeze on a slow 2-core machine),
     work that grows with the hold. How long it took is shown, not judged; the router's part
     (its health checks, its breakers) is what ``within_s`` bounds. A service watched that
     never answered 200 after the heal leaves the clock at the heal."""
