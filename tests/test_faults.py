@@ -48,6 +48,19 @@ def test_verification_catches_a_toxic_on_the_wrong_link(stack, faults):
     assert faults.toxiproxy.toxics("kv") == []
 
 
+def test_a_toxic_whose_removal_hangs_is_healed_by_a_fresh_toxiproxy(stack, faults, history):
+    """Toxiproxy 2.12.0 can hang removing a toxic, and then every call on that proxy
+    (Shopify/toxiproxy#558): here its API hangs because the server is frozen. The heal
+    restarts Toxiproxy (proxies created again, no toxic) and says so."""
+    old = stack.pid("toxiproxy")
+    with faults.bandwidth("kv", 1, stream="upstream"):
+        stack.freeze("toxiproxy")
+    assert stack.pid("toxiproxy") != old and not stack.is_frozen("toxiproxy")
+    assert faults.toxiproxy.toxics("kv") == [] and set(faults.toxiproxy.proxies()) == set(stack.info.proxies)
+    assert stages(history) == ["inject", "verified", "heal", "healed", "heal_verified"]
+    assert "Toxiproxy restarted: its API hung removing the toxic" in history.faults()[-1].evidence
+
+
 def test_kill_is_verified_and_healed_by_a_restart(stack, faults, history):
     old = stack.pid("decode")
     with faults.kill("decode"):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import time
 from contextlib import contextmanager
+from functools import partial
 from typing import Any, Iterator
 
 from chaos.errors import ConfigError, FaultNotHealed
@@ -23,7 +24,7 @@ from chaos.faults.network import ProxyDown, ToxicFault
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
 from chaos.history import FaultEvent, History, Stage
 from chaos.sampler import Sampler
-from chaos.targets.base import Target
+from chaos.targets.base import Capability, Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
 from chaos.triggers import Condition, poll_for, wait_for
 
@@ -125,7 +126,9 @@ class Faults:
     def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0, **attributes: Any):  # type: ignore[no-untyped-def]
         toxic = Toxic(f"pdchaos_{kind}_{stream}", kind, stream, 1.0, attributes)  # type: ignore[arg-type]
         probe = f"http://{self.target.info.proxies[proxy]['listen']}/health" if proxy in _HTTP_LINKS and stream == "downstream" else None
-        return self.apply(ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe), when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
+        force = partial(self.target.restart, "toxiproxy") if Capability.PROCESS_CONTROL in self.target.capabilities else None
+        fault = ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe, restart_toxiproxy=force)
+        return self.apply(fault, when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
     def latency(self, proxy: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
         return self.toxic(proxy, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
