@@ -341,10 +341,11 @@ def recovers(*, within_s: float, ready: Collection[str] = ()) -> Check:
         heal = h.last_heal_t()
         if heal is None:
             return Verdict(vname, Status.UNKNOWN, "no heal in the history")
-        unwatched = [s for s in ready if not h.series(HEALTH, s)]
+        said = {s: h.series(HEALTH, s) for s in ready}
+        unwatched = [s for s, answers in said.items() if not answers]
         if unwatched:
             return Verdict(vname, Status.UNKNOWN, f"no answer from {', '.join(unwatched)}'s /health was sampled (scenario.watch_health)")
-        up = {s: next((t for t, val in h.series(HEALTH, s) if t >= heal and val == 1.0), None) for s in ready}
+        up = {s: next((t for t, val in answers if t >= heal and val == 1.0), None) for s, answers in said.items()}
         never = [s for s, t in up.items() if t is None]
         start, since = heal, "the heal"
         if never:

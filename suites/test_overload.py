@@ -65,8 +65,9 @@ def stack(stack_factory):
     """This module's stack: short waiting timeout, long bootstrap timeout, a small decode,
     smg's admission limits set."""
     # SGLang's own bootstrap timeout (300 s): its clock runs while decode's prealloc queue
-    # holds a request, by design, so it must outlast the longest queueing of this load (13-23 s
-    # on real SGLang on CPU; 66 s on a CI machine three times slower, where 60 s failed two)
+    # holds a request, by design, so it must outlast the longest queueing of this load (25 s
+    # on real SGLang on CPU in CI, 62 s beside a make test; with 400-token requests 66 s on a
+    # slow CI machine, where a 60 s timeout failed two)
     with stack_factory.own(
         timeouts=Timeouts(bootstrap_s=300, waiting_s=3, inflight_s=20),
         max_running_requests=RUNNING,
