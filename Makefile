@@ -18,7 +18,7 @@ suites: setup
 
 # The same suites against real SGLang prefill and decode engines on CPU.
 suites-sglang: setup-sglang
-	scripts/pytest.sh suites --target sglang-cpu --timeout 400 $(PYTEST_ARGS)
+	scripts/pytest.sh suites --target sglang-cpu $(PYTEST_ARGS)
 
 # The same suites against the CPU compose stack (containers, host networking).
 suites-compose: docker

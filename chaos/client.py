@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 import httpx
 
 from chaos.history import Chunk, Complete, History, Invoke, Outcome, Phase
+from chaos.limits import waiting
 
 __all__ = ["CLOSE_S", "Client", "Deadlines", "classify_exception", "context_of", "ending", "total_deadline", "trace_headers"]
 
@@ -188,7 +189,8 @@ class Client:
         stream = bool(body.get("stream"))
         context = context_of({k: v for k, v in body.items() if k != "stream"})
         self.history.append(Invoke(self.history.now(), time.time(), op, path, stream, agent, round, context, phase))
-        end, first_byte = self._run(op, path, body, stream, hang_up_after)
+        with waiting(f"{op} {path} to end (its client deadline)", self.deadlines.ends_within_s):
+            end, first_byte = self._run(op, path, body, stream, hang_up_after)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
 
     def _run(self, op: str, path: str, body: dict[str, Any], stream: bool, hang_up_after: int | None = None) -> tuple[dict[str, Any], float | None]:
@@ -232,7 +234,8 @@ class Client:
                             break
                         parse.event(json.loads(data), delta=True)
                     return parse.end(resp.status_code, stream=True), first_byte
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, httpx.StreamError, ValueError) as exc:
+            # StreamError: the total deadline closed the response before a read began (not an HTTPError)
             if expired.is_set() or (not got_head and isinstance(exc, httpx.ReadTimeout) and read_s == d.total_s):
                 return ending(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s"), first_byte
             if isinstance(exc, ValueError):

@@ -9,7 +9,8 @@
     │   │   └── ProxyExists      409
     │   ├── FaultNotApplied      a fault's verification saw no effect
     │   ├── FaultNotHealed       a heal's verification saw the fault still there
-    │   └── TriggerTimeout       a trigger's condition never held before its deadline
+    │   ├── TriggerTimeout       a trigger's condition never held before its deadline
+    │   └── TimeLimitHit         a test outlasted its limit (``chaos.limits``)
     └── (verdict failures are not exceptions: they are ``Verdict`` values)
 """
 
@@ -25,6 +26,7 @@ __all__ = [
     "ProxyNotFound",
     "RigError",
     "TargetError",
+    "TimeLimitHit",
     "ToxiproxyError",
     "TriggerTimeout",
 ]
@@ -68,6 +70,11 @@ class FaultNotHealed(RigError):
 
 class TriggerTimeout(RigError):
     """A trigger's condition did not hold before its deadline."""
+
+
+class TimeLimitHit(RigError):
+    """A test outlasted the limit its own waits' deadlines give it (``chaos.limits``): the
+    message names the phase and what the rig was doing and waiting for."""
 
 
 class PremiseNotMet(RigError):

@@ -14,6 +14,7 @@ from chaos.cleanup import shielded
 from chaos.errors import TargetError
 from chaos.faults import Faults
 from chaos.history import History
+from chaos.limits import activity
 from chaos.reports.logs import LogCursor, capture_logs
 from chaos.reports.summary import result_of, write_test_report
 from chaos.run_report import add_result, outcome_of, run_dir
@@ -95,7 +96,7 @@ def sampler(stack: Target, history: History) -> Iterator[Sampler]:
     s = Sampler(history, metrics_urls(stack.info.endpoints)).start()
     # a baseline of every source before the body acts; a source still silent after this is
     # judged from what it has: verdicts needing a sample before the fault then say unknown
-    s.poll(lambda: all(s.latest(name) is not None for name in s.urls), timeout_s=5.0)
+    s.poll(lambda: all(s.latest(name) is not None for name in s.urls), timeout_s=5.0, what="a first sample of every source")
     try:
         yield s
     finally:
@@ -124,7 +125,8 @@ def ensure_steady(stack: Target) -> str:
     a target that does not is a ``TargetError``. Returns the served model's name."""
     model = served_model(stack.info)
     scratch = Workload(stack.info.endpoints["client"], History(), 0, model=model)
-    reply = scratch.probe_until_ok(within_s=Bounds.of(stack.info).recovery_s)
+    with activity("steady state before the test"):
+        reply = scratch.probe_until_ok(within_s=Bounds.of(stack.info).recovery_s)
     if not reply.ok:
         raise TargetError(f"target not in steady state before the test: last probe {reply.outcome.value} {reply.error[:200]}")
     return model

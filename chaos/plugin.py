@@ -6,7 +6,8 @@ Options live in one ``pdchaos`` group: ``--target`` (see ``chaos.targets.registr
 ``attach`` with ``--stack-file`` and ``--allow-destructive``), ``--seed``, ``--port-base``,
 ``--stop-at-verdict``, ``--soak`` (the opt-in soak's duration) and ``--reports-dir``.
 Every stack a session starts is stopped at session end, whatever happened; an attached
-deployment is left as it was found.
+deployment is left as it was found. Each phase of each test runs under the time limit its
+own waits give it (``chaos.limits``), unless ``--timeout`` hands it to pytest-timeout.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from chaos.cleanup import reap_orphans, terminate_as_interrupt
 from chaos.errors import ConfigError
+from chaos.limits import BASE_S, PhaseLimit
 from chaos.ports import BASES
 from chaos.session import SEED, SOAK, TARGET
 from chaos.soak import Soak, parse_duration
@@ -29,8 +32,7 @@ pytest_plugins = ["chaos.run_report", "chaos.fixtures"]  # in import order: fixt
 
 MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client, engine, load)",
-    "needs(*capabilities): capabilities the target must have (proxied_client, proxied_kv, "
-    "proxied_control, proxied_bootstrap, process_control, defects, inflight_watchdog, live_queue_gauges, transfer_window); the test skips with a reason otherwise",
+    "needs(*capabilities): capabilities the target must have (" + ", ".join(c.value for c in Capability) + "); the test skips with a reason otherwise",
     "known_issue(verdict, reason=...): a known upstream behaviour fails this verdict: failing alone it makes the test xfail with the reason; passing, it fails the test (strict)",
 )
 
@@ -44,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", BASES["pytest"])), help=f"first port of the range the session's stacks use (default {BASES['pytest']})")
     group.addoption("--stop-at-verdict", action="store_true", help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x")
     group.addoption("--soak", default=None, metavar="DURATION", help="run the opt-in soak scenario for this long (90s, 30m, 2h); it skips without it")
+    parser.addini("pdchaos_limit_base_s", f"seconds a test phase may spend on the rig's own work between bounded waits (default {BASE_S:g}; chaos.limits)", default=str(BASE_S))
     group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
 
 
@@ -81,3 +84,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         missing = sorted((c for c in needed if c not in have), key=lambda c: c.value)
         if missing:
             item.add_marker(pytest.mark.skip(reason="; ".join(choice.missing_reason(c) for c in missing)))
+
+
+def _explicit_timeout(item: pytest.Item) -> bool:
+    """Whether pytest-timeout was asked to time this test (``--timeout``, ``PYTEST_TIMEOUT``,
+    its ini key or a ``timeout`` mark): then it does, and no limit of ours runs beside it."""
+    config = item.config
+    if item.get_closest_marker("timeout") is not None or os.environ.get("PYTEST_TIMEOUT"):
+        return True
+    try:
+        return config.getoption("timeout") is not None or bool(config.getini("timeout"))
+    except ValueError:  # pytest-timeout is not installed
+        return False
+
+
+def _limited(item: pytest.Item, phase: str) -> Iterator[None]:
+    """One pytest phase under its own limit (``chaos.limits``)."""
+    base_s = float(item.config.getini("pdchaos_limit_base_s"))
+    limit = None if _explicit_timeout(item) else PhaseLimit(f"{phase} of {item.nodeid}", base_s=base_s).arm()
+    try:
+        return (yield)
+    finally:
+        if limit is not None:
+            limit.disarm()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    return (yield from _limited(item, "setup"))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _limited(item, "call"))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    return (yield from _limited(item, "teardown"))

@@ -12,11 +12,13 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Sequence
 
 from chaos.errors import TargetError
+from chaos.limits import waiting
 from chaos.wait import STATE_CHANGE_S, wait_until
 
-__all__ = ["ProcSpec", "alive", "proc_state", "signal_group", "spawn", "stop_group"]
+__all__ = ["ProcSpec", "alive", "proc_state", "run", "signal_group", "spawn", "stop_group"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,17 @@ class ProcSpec:
     @classmethod
     def from_json(cls, name: str, raw: dict[str, object]) -> "ProcSpec":
         return cls(name, tuple(raw["argv"]), dict(raw["env"]), Path(str(raw["log"])))  # type: ignore[arg-type]
+
+
+def run(argv: Sequence[str], *, timeout_s: float, what: str = "", **kw: Any) -> subprocess.CompletedProcess[str]:
+    """A command run to its end within ``timeout_s`` (text output captured, no stdin): a
+    bounded wait like any other (``chaos.limits``); past its bound, a ``TargetError``."""
+    what = what or f"`{' '.join(argv)[:120]}` to exit"
+    try:
+        with waiting(what, timeout_s):
+            return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, **kw)
+    except subprocess.TimeoutExpired as exc:
+        raise TargetError(f"{what}: took over {timeout_s:g} s") from exc
 
 
 def spawn(spec: ProcSpec) -> int:

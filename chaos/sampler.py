@@ -34,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.errors import TargetError
 from chaos.history import History, Sample
+from chaos.limits import waiting
 
 __all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "parse_metrics"]
 
@@ -223,7 +224,8 @@ class Sampler:
         missing is unknown, never 0. Never raises; verdicts judge."""
 
         called, gauges = self.history.now(), list(gauges)
-        return self.poll(lambda: self.is_quiet(gauges, since=called), timeout_s=within_s)
+        what = "quiet: " + ", ".join(f"{s}:{m}" for s, m in gauges)
+        return self.poll(lambda: self.is_quiet(gauges, since=called), timeout_s=within_s, what=what)
 
     def is_quiet(self, gauges: Iterable[tuple[str, str]], *, since: float) -> bool:
         """Whether every gauge reads 0 in its source's latest sample, taken at history time
@@ -234,13 +236,14 @@ class Sampler:
                 return False
         return True
 
-    def poll(self, predicate: Callable[[], bool], *, timeout_s: float) -> bool:
+    def poll(self, predicate: Callable[[], bool], *, timeout_s: float, what: str = "a condition on the samples") -> bool:
         """Re-check ``predicate`` at every new sample until it holds or the deadline passes."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            if predicate():
-                return True
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            self.wait_for_sample(min(remaining, self.interval_s * 2))
+        with waiting(what, timeout_s):
+            while True:
+                if predicate():
+                    return True
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.wait_for_sample(min(remaining, self.interval_s * 2))

@@ -116,7 +116,7 @@ class Scenario:
             last = self.sampler.latest(PROCS)
             return last is None or last.t >= now
 
-        self.sampler.poll(processes_read, timeout_s=2 * PROCS_INTERVAL_S)
+        self.sampler.poll(processes_read, timeout_s=2 * PROCS_INTERVAL_S, what="a reading of the process trees")
         self.history.append(TriggerFired(self.history.now(), CHECKPOINT, quiet))
 
     def report_growth(self, limits: Iterable[Limit]) -> None:

@@ -12,7 +12,7 @@ from chaos.targets.registry import TargetChoice
 __all__ = ["SEED", "SOAK", "TARGET", "xdist_worker"]
 
 SEED = pytest.StashKey[int]()
-SOAK = pytest.StashKey["Soak | None"]()
+SOAK = pytest.StashKey[Soak | None]()
 TARGET = pytest.StashKey[TargetChoice]()
 
 

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import pytest
 
 from chaos.cleanup import register, shielded, unregister
+from chaos.limits import activity
 from chaos.ports import PortAllocator
 from chaos.stack import StackConfig, Timeouts
 from chaos.targets.base import Target
@@ -47,7 +48,8 @@ class StackFactory:
             cfg = replace(cfg, timeouts=timeouts)
         register(cfg.state_dir)
         try:
-            stack = self.choice.start(replace(cfg, **overrides))
+            with activity(f"stack start ({self.choice.name}, port base {base})"):
+                stack = self.choice.start(replace(cfg, **overrides))
         except BaseException:  # a failed or interrupted start stops what it began: forget it
             with shielded():
                 unregister(cfg.state_dir)

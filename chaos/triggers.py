@@ -141,7 +141,7 @@ def poll_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s:
         seen[0] = value
         return ok
 
-    held = sampler.poll(holds, timeout_s=deadline_s)
+    held = sampler.poll(holds, timeout_s=deadline_s, what=f"trigger: {label or cond.describe}")
     if held:
         history.append(TriggerFired(history.now(), label or cond.describe, seen[0]))
     return held, seen[0]

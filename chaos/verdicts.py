@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Iterable, Iterator
 
 from chaos.errors import PremiseNotMet
-from chaos.history import History, LogEvent, Op, Outcome, Phase, Sample, VerdictRecord
 from chaos.growth import Limit, fit
+from chaos.history import History, LogEvent, Op, Outcome, Phase, Sample, VerdictRecord
 from chaos.pipeline import CIRCUIT_FAILURES, Metric
 from chaos.reports.logs import parse_engine_line
 from chaos.sampler import HEALTH

@@ -8,6 +8,7 @@ import httpx
 from tenacity import RetryError, Retrying, retry_if_exception_type, retry_if_result, stop_after_delay, wait_fixed
 
 from chaos.errors import TargetError
+from chaos.limits import waiting
 
 __all__ = ["HTTP_CALL_S", "STATE_CHANGE_S", "http_ok", "wait_until"]
 
@@ -31,7 +32,8 @@ def wait_until(check: Callable[[], T], *, timeout_s: float, what: str, interval_
         retry=retry_if_result(lambda r: not r) | retry_if_exception_type(_TRANSIENT),
     )
     try:
-        return retrying(check)
+        with waiting(what, timeout_s):
+            return retrying(check)
     except RetryError as exc:
         last = exc.last_attempt
         seen = repr(last.exception()) if last.failed else repr(last.result())

@@ -19,6 +19,7 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, 
 
 from chaos.client import Client, Deadlines
 from chaos.history import Complete, History, Outcome, Phase
+from chaos.limits import waiting
 
 __all__ = ["Background", "Conversation", "InFlight", "Workload"]
 
@@ -44,8 +45,9 @@ class Background:
 
     def join(self, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        with waiting(f"{len(self._threads)} background job(s) to finish ({self._threads[0].name if self._threads else ''}...)", timeout_s):
+            for t in self._threads:
+                t.join(max(0.0, deadline - time.monotonic()))
         late = [t.name for t in self._threads if t.is_alive()]
         if late:
             raise TimeoutError(f"{', '.join(late)} still running after {timeout_s:g}s")
@@ -204,6 +206,7 @@ class Workload:
         short = Deadlines(connect_s=1.0, read_s=min(5.0, within_s), stall_s=2.0, total_s=min(5.0, within_s))
         retry = Retrying(stop=stop_after_delay(within_s), wait=wait_fixed(interval_s), retry=retry_if_result(lambda r: not r.ok))
         try:
-            return retry(self.request, "/v1/chat/completions", body, phase=Phase.PROBE, deadlines=short)
+            with waiting("a recovery probe to succeed", within_s + short.ends_within_s):
+                return retry(self.request, "/v1/chat/completions", body, phase=Phase.PROBE, deadlines=short)
         except RetryError as gave_up:
             return gave_up.last_attempt.result()

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from chaos.faults.network import enable_proxy, remove_toxic, toxiproxy_restarter
 from chaos.targets.embedded import EmbeddedStack
 from chaos.toxiproxy import Toxic
 
@@ -75,15 +76,15 @@ def gauge(stack: EmbeddedStack, engine: str, name: str) -> float:
 
 @contextmanager
 def toxic(stack: EmbeddedStack, proxy: str, kind: str, *, stream: str = "downstream", **attributes: Any) -> Iterator[None]:
-    """A toxic for the duration of the block, always removed (rig-independent on purpose:
-    these tests check pdsim, not the rig's faults)."""
+    """A toxic for the duration of the block (without the rig's fault verification: these
+    tests check pdsim, not the rig's faults), always removed by the rig's bounded heal."""
     name = f"test_{kind}_{stream}"
     with stack.toxiproxy() as tp:
         tp.add_toxic(proxy, Toxic(name, kind, stream, 1.0, attributes))  # type: ignore[arg-type]
         try:
             yield
         finally:
-            tp.remove_toxic_or_cycle(proxy, name)
+            remove_toxic(tp, proxy, name, restart_toxiproxy=toxiproxy_restarter(stack))
 
 
 @contextmanager
@@ -93,4 +94,4 @@ def proxy_down(stack: EmbeddedStack, proxy: str) -> Iterator[None]:
         try:
             yield
         finally:
-            tp.enable(proxy)
+            enable_proxy(tp, proxy, restart_toxiproxy=toxiproxy_restarter(stack))

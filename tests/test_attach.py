@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from chaos.errors import ConfigError, TargetError
+from chaos.procs import run
 from chaos.targets.attach import DESTRUCTIVE_HINT, AttachedStack
 from chaos.targets.base import Capability
 from chaos.targets.stackfile import load_stack_file
@@ -77,10 +78,10 @@ def test_live_queue_counts_are_claimed_only_with_loads_endpoints(tmp_path):
 def test_missing_stack_file_and_missing_option_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_stack_file(tmp_path / "nope.yaml")
-    r = subprocess.run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "-q", "--co"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    r = run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "-q", "--co"], cwd=REPO_ROOT, timeout_s=60)
     assert r.returncode == 4 and "target attach needs --stack-file" in r.stderr, r.stderr[-500:]
     bad = _write(tmp_path, {"endpoints": {}})
-    r = subprocess.run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "--stack-file", str(bad), "-q", "--co"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    r = run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "--stack-file", str(bad), "-q", "--co"], cwd=REPO_ROOT, timeout_s=60)
     assert r.returncode == 4 and "endpoints: 'client' is a required property" in r.stderr, r.stderr[-500:]
 
 
@@ -112,12 +113,12 @@ def foreign(tmp_path, stack_factory):
     """An embedded stack nobody told the rig about, and the stack file that describes it."""
     state_dir = tmp_path / "deployment"
     base = stack_factory._ports.next_base()
-    up = subprocess.run([PDCHAOS, "--state-dir", str(state_dir), "up", "--port-base", str(base)], capture_output=True, text=True, timeout=60)
+    up = run([PDCHAOS, "--state-dir", str(state_dir), "up", "--port-base", str(base)], timeout_s=60)
     assert up.returncode == 0, up.stderr
     try:
         yield _foreign_stack_file(tmp_path, state_dir)
     finally:
-        subprocess.run([PDCHAOS, "--state-dir", str(state_dir), "down"], capture_output=True, timeout=60)
+        run([PDCHAOS, "--state-dir", str(state_dir), "down"], timeout_s=60)
 
 
 def test_destructive_faults_need_the_opt_in(foreign):
@@ -129,7 +130,7 @@ def test_destructive_faults_need_the_opt_in(foreign):
         safe.kill("decode")
     assert safe.is_running("decode")
     assert "state=ready" in safe.logs("decode")
-    doctor = subprocess.run([PDCHAOS, "doctor", "--stack-file", str(foreign), "--window", "1", "--probe", "--json"], capture_output=True, text=True, timeout=60)
+    doctor = run([PDCHAOS, "doctor", "--stack-file", str(foreign), "--window", "1", "--probe", "--json"], timeout_s=60)
     assert doctor.returncode == 0 and json.loads(doctor.stdout)["diagnosis"]["location"] == "no problem found", doctor.stdout + doctor.stderr
 
     armed = AttachedStack.from_file(foreign, allow_destructive=True)
@@ -144,9 +145,9 @@ def test_destructive_faults_need_the_opt_in(foreign):
 
 
 def _suite(stack_file: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--target", "attach", "--stack-file", str(stack_file), "--reports-dir", str(tmp / "reports"), "-q", "-rs", *args],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT, timeout_s=300,
     )  # fmt: skip
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from chaos.procs import run
 from chaos.tools import REPO_ROOT
-from tests.ports import port_base
 from tests.dockerhost import engine_or_skip, project_containers
+from tests.ports import port_base
 
 PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
 COMPOSE = REPO_ROOT / "compose"
@@ -33,7 +34,7 @@ def _compose_config(*files: str, env: dict[str, str] | None = None) -> subproces
     argv = ["docker", "compose", "-f", str(COMPOSE / "stack.yaml")]
     for f in files:
         argv += ["-f", str(COMPOSE / f)]
-    return subprocess.run([*argv, "config", "--format", "json"], capture_output=True, text=True, timeout=30, env=os.environ | (env or {}))
+    return run([*argv, "config", "--format", "json"], timeout_s=30, env=os.environ | (env or {}))
 
 
 SGLANG_ENV = {"PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"), "PDCHAOS_SGLANG_CPU": str(REPO_ROOT / "sglang_cpu")}
@@ -80,7 +81,6 @@ def test_decode_radix_cache_is_the_stacks_to_switch(engine, overlay):
 
 @pytest.mark.skipif(not (REPO_ROOT / ".tools" / "sglang" / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
 @pytest.mark.xdist_group("sglang")  # with tests/test_sglang_cpu.py: one SGLang stack at a time
-@pytest.mark.timeout(400)  # real SGLang starts in its containers within the test
 def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconfig, tmp_path):
     """compose-sglang-cpu: the sglang-cpu engines as containers, driven by the compose
     target; a greedy request gets through smg and Toxiproxy; nothing is left."""
@@ -119,7 +119,7 @@ def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factor
     state = tmp_path / "state"
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([PDCHAOS, "--state-dir", str(state), *args], capture_output=True, text=True, timeout=120)
+        return run([PDCHAOS, "--state-dir", str(state), *args], timeout_s=120)
 
     r = cli("up", "--target", "compose", "--port-base", str(base), "--json")
     assert r.returncode == 0, r.stderr
@@ -161,11 +161,11 @@ def test_a_crashed_sessions_containers_are_reaped(engine, tmp_path, stack_factor
         "ComposeStack.up(cfg)\n"
         "os.kill(os.getpid(), 9)\n"
     )
-    r = subprocess.run([sys.executable, "-c", crash], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    r = run([sys.executable, "-c", crash], cwd=REPO_ROOT, env=env, timeout_s=120)
     assert r.returncode == -9, r.stderr
     project = f"pdchaos-{base}"
     assert len(project_containers(engine, project)) == 4
-    r = subprocess.run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(reap_orphans())"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+    r = run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(reap_orphans())"], cwd=REPO_ROOT, env=env, timeout_s=120)
     assert r.returncode == 0 and "state" in r.stdout, r.stderr
     assert project_containers(engine, project) == []
     assert [n.name for n in engine.networks.list() if "pdchaos" in n.name] == []

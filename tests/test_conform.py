@@ -6,11 +6,11 @@ by ``pdchaos conform`` (``tests/test_sglang_cpu.py``)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import warnings
 
 import pytest
 
+from chaos.procs import run
 from chaos.targets.sglang_cpu import SGLANG_HOME
 from pdsim.environ import env_bool, env_float, env_int
 
@@ -40,9 +40,9 @@ print(json.dumps(out))
 
 
 def _sglang(cases: list[tuple[str, str | None]]) -> list[list[object]]:
-    run = subprocess.run([str(SGLANG_HOME / "venv" / "bin" / "python"), "-c", SGLANG_SIDE, json.dumps(cases)], capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    done = run([str(SGLANG_HOME / "venv" / "bin" / "python"), "-c", SGLANG_SIDE, json.dumps(cases)], timeout_s=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _pdsim(cases: list[tuple[str, str | None]], monkeypatch: pytest.MonkeyPatch) -> list[list[object]]:

@@ -7,7 +7,6 @@ serve a request before each one (a frozen decode opens smg's circuit breakers fo
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ import pytest
 
 from chaos.doctor import run_doctor, write_report
 from chaos.doctor.hops import BEFORE_ROUTER, HOPS, NO_PROBLEM, coarse_pinned_share, diagnose, hop_stats
+from chaos.procs import run
 
 PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
 WINDOW_S = 4.0
@@ -144,11 +144,11 @@ def test_rotating_load_is_no_problem_even_if_a_slow_sampler_reads_it_pinned(stac
 
 def test_cli_prints_the_diagnosis_and_writes_reports(stack, tmp_path):
     state = Path(stack.info.state_dir)
-    r = subprocess.run([PDCHAOS, "--state-dir", str(state), "doctor", "--window", "1", "--probe", "--reports-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    r = run([PDCHAOS, "--state-dir", str(state), "doctor", "--window", "1", "--probe", "--reports-dir", str(tmp_path)], timeout_s=60)
     assert r.returncode == 0, r.stderr
     assert "diagnosis: no problem found" in r.stdout and "prefill inflight" in r.stdout
     assert list(tmp_path.glob("doctor-*/doctor.json")) and list(tmp_path.glob("doctor-*/timeline.png"))
-    bad = subprocess.run([PDCHAOS, "--state-dir", str(state), "doctor", "--logs-since", "yesterday"], capture_output=True, text=True, timeout=30)
+    bad = run([PDCHAOS, "--state-dir", str(state), "doctor", "--logs-since", "yesterday"], timeout_s=30)
     assert bad.returncode == 1 and "--logs-since 'yesterday'" in bad.stderr
 
 

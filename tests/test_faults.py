@@ -16,6 +16,7 @@ from chaos.faults import Kill, ToxicFault
 from chaos.history import Invoke, TriggerFired
 from chaos.toxiproxy import Toxic
 from chaos.triggers import Condition, bytes_crossed, gauge, log_line, requests_sent
+from tests import pdpair
 
 
 def stages(history) -> list[str]:
@@ -59,6 +60,29 @@ def test_a_toxic_whose_removal_hangs_is_healed_by_a_fresh_toxiproxy(stack, fault
     assert faults.toxiproxy.toxics("kv") == [] and set(faults.toxiproxy.proxies()) == set(stack.info.proxies)
     assert stages(history) == ["inject", "verified", "heal", "healed", "heal_verified"]
     assert "Toxiproxy restarted: its API hung removing the toxic" in history.faults()[-1].evidence
+
+
+def test_a_proxy_whose_enable_hangs_is_healed_by_a_fresh_toxiproxy(stack, faults, history):
+    """The same hung API, met by a proxy's heal (turned back on): a fresh Toxiproxy creates
+    every proxy enabled."""
+    old = stack.pid("toxiproxy")
+    with faults.down("kv"):
+        stack.freeze("toxiproxy")
+    assert stack.pid("toxiproxy") != old and faults.toxiproxy.get("kv").enabled
+    assert stages(history) == ["inject", "verified", "heal", "healed", "heal_verified"]
+    assert "Toxiproxy restarted: its API hung enabling the proxy" in history.faults()[-1].evidence
+
+
+def test_the_tests_own_toxics_heal_as_the_rigs(stack):
+    """tests/pdpair.py's toxic, used by the pdsim tests, removes its toxic through the same
+    bounded heal: a hung API restarts Toxiproxy instead of erroring the test (the first
+    `make test` of a new user once errored so, in test_defects.py)."""
+    old = stack.pid("toxiproxy")
+    with pdpair.toxic(stack, "kv", "bandwidth", stream="upstream", rate=1):
+        stack.freeze("toxiproxy")
+    assert stack.pid("toxiproxy") != old
+    with stack.toxiproxy() as tp:
+        assert tp.toxics("kv") == []
 
 
 def test_kill_is_verified_and_healed_by_a_restart(stack, faults, history):

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from chaos.ports import PortAllocator
-from chaos.procs import alive
+from chaos.procs import alive, run
 from chaos.tools import REPO_ROOT
 from chaos.wait import wait_until
-from tests.ports import port_base
 from tests.dockerhost import engine_or_skip, project_containers
+from tests.ports import port_base
 
 SCENARIO = "suites/test_kv_link.py::test_slow_kv_link_is_not_stuck"
 
@@ -89,7 +89,7 @@ def test_a_crashed_runs_leftovers_are_reaped_by_the_next(tmp_path, base):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
-    reaped = subprocess.run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(len(reap_orphans()))"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    reaped = run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(len(reap_orphans()))"], cwd=REPO_ROOT, env=env, timeout_s=60)
     assert reaped.stdout.strip() == "1", reaped.stderr  # the one stack of the dead session
     assert not [p for p in pids if alive(p)]
 
@@ -106,7 +106,7 @@ def _processes_on(base: int) -> list[str]:
             continue
         if any(a.rpartition(":")[2] in ports or a.rpartition("=")[2] in ports for a in argv if a) and "pytest" not in argv[0:3]:
             found.append(" ".join(argv))
-    listening = subprocess.run(["ss", "-Hltn"], capture_output=True, text=True, timeout=10).stdout.split()
+    listening = run(["ss", "-Hltn"], timeout_s=10).stdout.split()
     found += [f"a listener on {addr}" for addr in listening if addr.rpartition(":")[2] in ports]  # smg renames its process
     return found
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
+from chaos.client import Deadlines
 from chaos.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome
 from chaos.reports import render_timeline, where_stuck
 from chaos.reports.logs import LogCursor, capture_logs, parse_engine_line
 from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
-from chaos.client import Deadlines
 
 
 def _op(h: History, op: str, outcome: Outcome | None, t1: float = 5.0) -> None:

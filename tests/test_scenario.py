@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+from chaos.procs import run
 from tests.ports import port_base
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,12 +66,12 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     (tmp_path / "test_template.py").write_text(_template())
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
     base = port_base(pytestconfig, "scenario")
-    run = subprocess.run(
+    done = run(
         [sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        cwd=ROOT, timeout_s=240,
     )
     results = _results(tmp_path / "reports")
-    assert set(results) >= {"test_body_raises", "test_unknown_fails_after_the_body", "test_slow_kv_link_during_a_conversation"}, run.stdout[-3000:]
+    assert set(results) >= {"test_body_raises", "test_unknown_fails_after_the_body", "test_slow_kv_link_during_a_conversation"}, done.stdout[-3000:]
 
     raised = results["test_body_raises"]
     assert raised["outcome"] == "error", raised  # the body's rig error stays the outcome
@@ -81,7 +81,7 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     unknown = results["test_unknown_fails_after_the_body"]
     assert unknown["outcome"] == "failed" and "[UNKNOWN] recovers" in unknown["message"], unknown
 
-    assert "test_no_verdict" in run.stdout and "NoVerdict" in run.stdout, run.stdout[-3000:]
+    assert "test_no_verdict" in done.stdout and "NoVerdict" in done.stdout, done.stdout[-3000:]
     assert results["test_no_verdict"]["outcome"] == "error", results["test_no_verdict"]
 
     # a verdict marked known_issue: failing alone, an xfail with the issue's words; passing, a strict failure

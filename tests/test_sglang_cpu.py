@@ -10,12 +10,12 @@ Skips (with the command to run) where ``make setup-sglang`` has not been run; CI
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import httpx
 import pytest
 
+from chaos.procs import run
 from chaos.stack_factory import StackFactory
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
@@ -25,7 +25,6 @@ from tests.ports import port_base
 pytestmark = [
     pytest.mark.skipif(not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`"),
     pytest.mark.xdist_group("sglang"),  # one worker runs them all: one SGLang stack at a time
-    pytest.mark.timeout(400),  # the first test's budget includes starting real SGLang (about 85 s idle; more beside another worker)
 ]
 
 PROMPTS = ["The agent asked the router a question", "word " * 300 + "and then"]
@@ -49,12 +48,12 @@ print(json.dumps(out))
 
 def reference_output_ids(prompts: list[str]) -> list[list[int]]:
     """Greedy output token ids of a single process (no PD, no SGLang) on the same model."""
-    run = subprocess.run(
+    done = run(
         [str(SGLANG_HOME / "venv" / "bin" / "python"), "-c", REFERENCE, str(SGLANG_HOME / "model"), json.dumps(prompts), str(NEW_TOKENS)],
-        capture_output=True, text=True, timeout=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
+        timeout_s=120, env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -155,12 +154,12 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     joins decode's own log lines to each client op through the routing key."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from chaos.client import Deadlines
     from chaos.history import History
+    from chaos.pipeline import DECODE_UNSTAGED
     from chaos.reports import where_stuck
     from chaos.reports.logs import LogCursor, capture_logs
-    from chaos.pipeline import DECODE_UNSTAGED
     from chaos.sampler import Sampler, metrics_urls
-    from chaos.client import Deadlines
     from chaos.workloads import Workload
 
     history = History()
@@ -188,3 +187,4 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     for r in replies:
         assert "decode: " in rows[r.op].evidence and DECODE_UNSTAGED in rows[r.op].evidence, rows[r.op]
         assert "router: started it" in rows[r.op].evidence, rows[r.op]
+

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from chaos.ports import PortAllocator
-from chaos.procs import alive
+from chaos.procs import alive, run
 from chaos.stack import PortPlan
 from tests.ports import port_base
 
@@ -25,13 +25,13 @@ def cli(tmp_path, pytestconfig):
     base = PortAllocator(port_base(pytestconfig, "stack_cli")).next_base()
     state = tmp_path / "state"
 
-    def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*PDCHAOS, "--state-dir", str(state), *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    def pdchaos(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return run([*PDCHAOS, "--state-dir", str(state), *args], timeout_s=timeout, env={**os.environ, **(env or {})})
 
-    run.base = base  # type: ignore[attr-defined]
-    run.state = state  # type: ignore[attr-defined]
-    yield run
-    run("down")
+    pdchaos.base = base  # type: ignore[attr-defined]
+    pdchaos.state = state  # type: ignore[attr-defined]
+    yield pdchaos
+    pdchaos("down")
 
 
 def test_up_json_status_down_leaves_no_process(cli):
@@ -72,7 +72,7 @@ def test_unknown_defect_is_one_clear_error_and_leaves_nothing_running(cli):
     lines = up.stderr.strip().splitlines()
     assert len(lines) == 1 and "unknown pdsim defect(s): no_such_defect" in lines[0]
     assert not (cli.state / "stack.json").exists()
-    assert "no_such_defect" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "no_such_defect" not in run(["ps", "-eo", "args"], timeout_s=10).stdout
 
 
 def test_missing_toxiproxy_is_one_clear_error(cli):

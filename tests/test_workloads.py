@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
 import pytest
 
+from chaos.client import Deadlines
+from chaos.faults.network import remove_toxic, toxiproxy_restarter
 from chaos.history import Chunk, History, Outcome, Phase
 from chaos.toxiproxy import Toxic
-from chaos.client import Deadlines
+from chaos.wait import wait_until
 from chaos.workloads import Workload
 
 MODEL = "pdsim/deterministic-1"
@@ -67,14 +70,12 @@ def test_silence_inside_an_open_stream_is_stalled(stack, workload, faults, histo
     out = {}
     th = threading.Thread(target=lambda: out.update(r=workload.request("/v1/chat/completions", LONG, deadlines=Deadlines(stall_s=1.0))))
     th.start()
-    from chaos.wait import wait_until
-
     wait_until(lambda: any(isinstance(r, Chunk) for r in history.records), timeout_s=5, what="first chunk")
     faults.toxiproxy.add_toxic("client_router", Toxic("hole", "timeout", attributes={"timeout": 0}))
     try:
         th.join(timeout=10)
     finally:
-        faults.toxiproxy.remove_toxic_or_cycle("client_router", "hole")
+        remove_toxic(faults.toxiproxy, "client_router", "hole", restart_toxiproxy=toxiproxy_restarter(stack))
     assert out["r"].outcome is Outcome.STALLED
 
 
@@ -99,6 +100,33 @@ def test_total_deadline_holds_against_a_server_that_never_answers(stream, silent
     took = time.monotonic() - t0
     assert reply.outcome is Outcome.CLIENT_TIMEOUT and "total deadline 1.5s" in reply.error, reply
     assert 1.5 <= took < 3.0, took
+
+
+def test_total_deadline_cuts_a_body_that_never_comes():
+    """A non-streaming reply whose head arrives and whose body does not: the total deadline
+    closes the response mid-read, which httpx reports as StreamClosed (not an HTTPError). It
+    is a client_timeout, never an exception out of the client (seen on real SGLang: a probe's
+    200 came 4.97 s into its 5 s deadline, and the escaped exception erred the test)."""
+    release = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(5)
+
+        def head_only() -> None:
+            conn = server.accept()[0]
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+                release.wait(10)
+
+        t = threading.Thread(target=head_only, daemon=True)
+        t.start()
+        w = Workload(f"http://127.0.0.1:{server.getsockname()[1]}", History(), 1, MODEL, deadlines=Deadlines(read_s=60, stall_s=60, total_s=1.0))
+        try:
+            reply = w.request("/v1/chat/completions", w.chat("hello?", max_tokens=2))
+        finally:
+            release.set()
+            t.join(5)
+    assert reply.outcome is Outcome.CLIENT_TIMEOUT and "total deadline 1s" in reply.error, reply
 
 
 def test_background_with_an_interval_sends_on_its_schedule(workload, history):

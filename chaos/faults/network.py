@@ -20,9 +20,52 @@ import httpx
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, ToxiproxyError
 from chaos.faults.base import ENGINES, Fault
+from chaos.targets.base import Capability, Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
 
-__all__ = ["ProxyDown", "ToxicFault"]
+__all__ = ["ProxyDown", "ToxicFault", "enable_proxy", "remove_toxic", "toxiproxy_restarter"]
+
+Restarter = Callable[[], None]
+
+
+def toxiproxy_restarter(target: Target) -> Restarter | None:
+    """How to heal by force on this target: a fresh Toxiproxy with its proxies created again
+    (where the target controls its processes), else None."""
+    if Capability.PROCESS_CONTROL not in target.capabilities:
+        return None
+    return lambda: target.restart("toxiproxy")
+
+
+def remove_toxic(client: ToxiproxyClient, proxy: str, name: str, *, restart_toxiproxy: Restarter | None) -> str:
+    """Remove a toxic, every call bounded; returns how, for the heal's evidence.
+
+    Toxiproxy 2.12.0 can block a toxic's removal while it holds the proxy's toxic collection
+    lock, and then every call on that proxy hangs too, disabling it included
+    (Shopify/toxiproxy#558, fix open in #760). So: the DELETE; if it fails, the proxy cycled
+    off and on (``remove_toxic_or_cycle``); if that hangs too, a fresh Toxiproxy, its proxies
+    created again, where the target can restart it. Without that, ``FaultNotHealed``: the
+    stack stays unsteady for what comes after, and says why. Every path that removes a toxic
+    (faults, the rig's own tests, fixtures) heals through here."""
+    try:
+        return "; proxy cycled: its DELETE failed" if client.remove_toxic_or_cycle(proxy, name) else ""
+    except ToxiproxyError as exc:
+        if restart_toxiproxy is None:
+            raise FaultNotHealed(f"cannot remove toxic {name} from {proxy}: {exc}") from exc
+        restart_toxiproxy()
+        return f"; Toxiproxy restarted: its API hung removing the toxic ({exc})"
+
+
+def enable_proxy(client: ToxiproxyClient, proxy: str, *, restart_toxiproxy: Restarter | None) -> str:
+    """Turn a proxy back on, bounded as ``remove_toxic``: a hung API is healed by a fresh
+    Toxiproxy (every proxy created enabled) where the target can restart it."""
+    try:
+        client.enable(proxy)
+        return ""
+    except ToxiproxyError as exc:
+        if restart_toxiproxy is None:
+            raise FaultNotHealed(f"cannot enable {proxy}: {exc}") from exc
+        restart_toxiproxy()
+        return f"; Toxiproxy restarted: its API hung enabling the proxy ({exc})"
 
 _PROBE_TIMEOUT_S = 1.0
 
@@ -51,16 +94,11 @@ def _probe(url: str, timeout_s: float) -> tuple[str, float]:
 
 
 class ToxicFault(Fault):
-    """A toxic on one link. ``restart_toxiproxy`` (where the target controls its processes)
-    heals by force when Toxiproxy's API hangs removing the toxic: Toxiproxy 2.12.0 can block
-    a removal while holding the proxy's toxic collection lock, and then every call on that
-    proxy hangs too, disabling it included (Shopify/toxiproxy#558, fix open in #760). A fresh
-    server, its proxies created again, has no toxic; the heal's evidence says so, and without
-    it the heal fails (``FaultNotHealed``) and the stack stays unsteady for the tests after."""
+    """A toxic on one link, healed by ``remove_toxic`` (by force where the API hangs)."""
 
     kind = "toxic"
 
-    def __init__(self, client: ToxiproxyClient, proxy: str, toxic: Toxic, *, probe_url: str | None = None, restart_toxiproxy: Callable[[], None] | None = None) -> None:
+    def __init__(self, client: ToxiproxyClient, proxy: str, toxic: Toxic, *, probe_url: str | None = None, restart_toxiproxy: Restarter | None = None) -> None:
         self.client, self.proxy, self.toxic, self.probe_url = client, proxy, toxic, probe_url
         self._restart_toxiproxy, self._forced = restart_toxiproxy, ""
 
@@ -112,13 +150,7 @@ class ToxicFault(Fault):
         return f"; probe: {result} after {took:.3f}s"
 
     def heal(self) -> None:
-        try:
-            self.client.remove_toxic_or_cycle(self.proxy, self.toxic.name)
-        except ToxiproxyError as exc:
-            if self._restart_toxiproxy is None:
-                raise FaultNotHealed(f"cannot remove toxic {self.toxic.name} from {self.proxy}: {exc}") from exc
-            self._restart_toxiproxy()
-            self._forced = f"; Toxiproxy restarted: its API hung removing the toxic ({exc})"
+        self._forced = remove_toxic(self.client, self.proxy, self.toxic.name, restart_toxiproxy=self._restart_toxiproxy)
 
     def verify_healed(self) -> str:
         if self._listed() is not None:
@@ -131,8 +163,9 @@ class ProxyDown(Fault):
 
     kind = "down"
 
-    def __init__(self, client: ToxiproxyClient, proxy: str, listen: str) -> None:
+    def __init__(self, client: ToxiproxyClient, proxy: str, listen: str, *, restart_toxiproxy: Restarter | None = None) -> None:
         self.client, self.proxy, self.listen = client, proxy, listen
+        self._restart_toxiproxy, self._forced = restart_toxiproxy, ""
 
     @property
     def implicates(self) -> tuple[str, ...]:
@@ -160,12 +193,9 @@ class ProxyDown(Fault):
         return f"{self.proxy} disabled; connect to {self.listen} refused"
 
     def heal(self) -> None:
-        try:
-            self.client.enable(self.proxy)
-        except ToxiproxyError as exc:
-            raise FaultNotHealed(f"cannot enable {self.proxy}: {exc}") from exc
+        self._forced = enable_proxy(self.client, self.proxy, restart_toxiproxy=self._restart_toxiproxy)
 
     def verify_healed(self) -> str:
         if not self.client.get(self.proxy).enabled or not self._connects():
             raise FaultNotHealed(f"{self.proxy} not accepting connections after enable")
-        return f"{self.proxy} enabled; {self.listen} accepts connections"
+        return f"{self.proxy} enabled; {self.listen} accepts connections{self._forced}"

@@ -13,18 +13,18 @@ from __future__ import annotations
 import itertools
 import time
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, Iterator
 
 from chaos.errors import ConfigError, FaultNotHealed
 from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll
-from chaos.faults.network import ProxyDown, ToxicFault
+from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
 from chaos.history import FaultEvent, History, Stage
+from chaos.limits import activity
 from chaos.sampler import Sampler
-from chaos.targets.base import Capability, Target
+from chaos.targets.base import Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
 from chaos.triggers import Condition, poll_for, wait_for
 
@@ -57,12 +57,14 @@ class Faults:
         and a condition that never holds is for the verdicts to judge, not a rig error."""
         fid = f"{fault.kind}#{next(self._ids)}"
         if when is not None:
-            wait_for(when, self.sampler, self.history, deadline_s=deadline_s)
+            with activity(f"trigger of {fid} {fault.describe()}"):
+                wait_for(when, self.sampler, self.history, deadline_s=deadline_s)
         self._active.append((fid, fault))
         try:
-            self._record(fid, Stage.INJECT, fault)
-            fault.inject()
-            self._record(fid, Stage.VERIFIED, fault, fault.verify())
+            with activity(f"inject {fid} {fault.describe()}"):
+                self._record(fid, Stage.INJECT, fault)
+                fault.inject()
+                self._record(fid, Stage.VERIFIED, fault, fault.verify())
             yield fault
             if until is not None:  # a condition that never holds is for the verdicts, not a rig error
                 poll_for(until, self.sampler, self.history, deadline_s=hold_s, label=f"heal once {until.describe}")
@@ -73,10 +75,11 @@ class Faults:
         if (fid, fault) not in self._active:
             return
         try:
-            self._record(fid, Stage.HEAL, fault)
-            fault.heal()
-            self._record(fid, Stage.HEALED, fault)
-            self._record(fid, Stage.HEAL_VERIFIED, fault, fault.verify_healed())
+            with activity(f"heal {fid} {fault.describe()}"):
+                self._record(fid, Stage.HEAL, fault)
+                fault.heal()
+                self._record(fid, Stage.HEALED, fault)
+                self._record(fid, Stage.HEAL_VERIFIED, fault, fault.verify_healed())
         except Exception as exc:
             self._record(fid, Stage.HEAL_FAILED, fault, str(exc))
             raise
@@ -121,13 +124,13 @@ class Faults:
         return self.apply(Restart(self.target, service), **kw)
 
     def down(self, proxy: str, **kw: Any):  # type: ignore[no-untyped-def]
-        return self.apply(ProxyDown(self.toxiproxy, proxy, self.target.info.proxies[proxy]["listen"]), **kw)
+        fault = ProxyDown(self.toxiproxy, proxy, self.target.info.proxies[proxy]["listen"], restart_toxiproxy=toxiproxy_restarter(self.target))
+        return self.apply(fault, **kw)
 
     def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0, **attributes: Any):  # type: ignore[no-untyped-def]
         toxic = Toxic(f"pdchaos_{kind}_{stream}", kind, stream, 1.0, attributes)  # type: ignore[arg-type]
         probe = f"http://{self.target.info.proxies[proxy]['listen']}/health" if proxy in _HTTP_LINKS and stream == "downstream" else None
-        force = partial(self.target.restart, "toxiproxy") if Capability.PROCESS_CONTROL in self.target.capabilities else None
-        fault = ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe, restart_toxiproxy=force)
+        fault = ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe, restart_toxiproxy=toxiproxy_restarter(self.target))
         return self.apply(fault, when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
     def latency(self, proxy: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import ConfigError, TargetError
+from chaos.procs import run
 from chaos.stack import StackInfo
 from chaos.targets.base import SERVICES, Capability
 from chaos.targets.bringup import wait_ready
@@ -120,10 +121,7 @@ class AttachedStack:
     def _run(self, service: str, action: str) -> subprocess.CompletedProcess[str]:
         cmd = self._command(service, action)
         timeout_s = float(self.info.config["command_timeout_s"])
-        try:
-            return subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired as exc:
-            raise TargetError(f"services.{service}.{action} (`{cmd}`) took over {timeout_s:.0f} s") from exc
+        return run(["bash", "-c", cmd], timeout_s=timeout_s, what=f"services.{service}.{action} (`{cmd}`)")
 
     def _act(self, service: str, action: str) -> None:
         if not self.allow_destructive:

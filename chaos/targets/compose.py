@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -22,6 +21,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from chaos.errors import ConfigError, TargetError
 from chaos.ports import ensure_free
+from chaos.procs import run
 from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
 from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
@@ -146,11 +146,9 @@ class ComposeStack:
         for f in rec["files"]:
             argv += ["-f", f]
         try:
-            out = subprocess.run([*argv, *args], env=os.environ | rec["env"], capture_output=True, text=True, timeout=timeout_s)
+            out = run([*argv, *args], timeout_s=timeout_s, what=f"`docker compose {' '.join(args)}`", env=os.environ | rec["env"])
         except FileNotFoundError as exc:
             raise ConfigError("the docker CLI is not installed; run scripts/docker-setup.sh") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise TargetError(f"`docker compose {' '.join(args)}` took over {timeout_s:.0f} s") from exc
         if out.returncode != 0:
             tail = " | ".join(out.stderr.strip().splitlines()[-3:])
             raise TargetError(f"`docker compose {' '.join(args)}` failed ({out.returncode}): {tail}")
