@@ -1,7 +1,12 @@
-"""Run the clean suite N times and report failures per test (the flake rate).
+"""Run the clean suites (or the project's tests) N times and report failures per test:
+the flake rate.
 
-Run: ``.venv/bin/python bench/flake.py 10``. Each run is its own pytest process with its
-own stacks; a test that fails in any run is listed with its count and first verdict.
+    .venv/bin/python bench/flake.py 5                 # the suites on the embedded stack
+    .venv/bin/python bench/flake.py 5 --tests         # the project's tests as `make test` runs them
+    .venv/bin/python bench/flake.py 3 --target sglang-cpu
+
+Each run is its own pytest process with its own stacks; a test that fails or errors in any
+run is listed with its count and first verdict or rig error. An xfail or skip is expected.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ def main() -> int:
     ap.add_argument("runs", type=int, nargs="?", default=10)
     ap.add_argument("--port-base", type=int, default=BASES["bench-flake"])
     ap.add_argument("--suites", default="suites")
+    ap.add_argument("--tests", action="store_true", help="run the project's tests as `make test` does (two workers) instead of the suites")
+    ap.add_argument("--target", default="embedded", help="the suites' target (default embedded)")
     args = ap.parse_args()
+    what = ["tests", "-n", "2", "--dist", "loadgroup"] if args.tests else [args.suites, f"--target={args.target}"]
     failures: Counter[str] = Counter()
     first: dict[str, str] = {}
     walls = []
@@ -34,7 +42,7 @@ def main() -> int:
         for i in range(args.runs):
             junit = Path(tmp) / f"run{i}.xml"
             t0 = time.monotonic()
-            subprocess.run([sys.executable, "-m", "pytest", args.suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=1800)
+            subprocess.run([sys.executable, "-m", "pytest", *what, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=3600)
             walls.append(time.monotonic() - t0)
             run = parse_junit(junit)
             failed = run.verdict_failures + run.rig_errors

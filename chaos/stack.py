@@ -44,6 +44,11 @@ class Timeouts:
     inflight_s: int = 10
     heartbeat_interval_s: float = 2.0
     heartbeat_max_failure: int = 2
+    # SGLang 0.5.23's prefill blacklists a decode's Mooncake session after a failed transfer
+    # and probes it again every interval, doubling up to the max (30 s and 300 s by default):
+    # after a KV link comes back, service returns only at the next probe.
+    session_probe_s: float = 2.0
+    session_probe_max_s: float = 4.0
 
     # SGLang reads these as integers (``EnvInt``); "3.0" would be ignored with a warning and
     # the 300 s default kept, so they are written and accepted as whole seconds only. The
@@ -55,6 +60,8 @@ class Timeouts:
         "inflight_s": "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT",
         "heartbeat_interval_s": "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL",
         "heartbeat_max_failure": "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE",
+        "session_probe_s": "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S",
+        "session_probe_max_s": "SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S",
     }
 
     @classmethod

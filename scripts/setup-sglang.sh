@@ -37,6 +37,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" >"$stamp"
 fi
 
+# The engines run in a network namespace of the stack's own, whose links are broken with
+# packet rules (chaos.netns): nsenter (util-linux), ip and tc (iproute2), iptables.
+if [ "$(id -u)" = 0 ] && { ! command -v iptables >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; }; then
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null 2>&1 \
+    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null; }; } \
+    || echo "setup-sglang: could not install iptables and iproute2: the sglang-cpu target will lack its kv and control links" >&2
+fi
+
 # Mooncake's engine.so needs libibverbs.so.1 (and libnl) at load time, even over TCP.
 if [ ! -e "$T/root/.ready" ]; then
   export DEBIAN_FRONTEND=noninteractive

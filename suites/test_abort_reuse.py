@@ -22,7 +22,7 @@ from chaos.history import Outcome, Phase
 from chaos.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.triggers import quiet
 
-pytestmark = [pytest.mark.fault("client"), pytest.mark.needs("proxied_kv")]
+pytestmark = [pytest.mark.fault("client"), pytest.mark.needs("kv_link")]
 
 IMPATIENT, PATIENT = 2, 6
 LONG_PROMPT = 400  # words: on pdsim both forward in 0.8 s, well before their clients hang up (bounds.forward_s)

@@ -17,7 +17,7 @@ from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT
 
-pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_control")]
+pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("control_link")]
 
 
 def test_handshake_blackholed(scenario, workload, faults, bounds):
@@ -32,6 +32,7 @@ def test_handshake_blackholed(scenario, workload, faults, bounds):
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
+@pytest.mark.needs("link_delay")
 def test_handshake_slowed_is_not_stuck(scenario, workload, faults, bounds):
     scenario.baseline(agents=2, rounds=2)
     scenario.judge(

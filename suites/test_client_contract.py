@@ -41,7 +41,7 @@ def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, fa
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
-@pytest.mark.needs("proxied_kv")
+@pytest.mark.needs("kv_link")
 def test_streams_failed_by_a_timeout_end_well_formed_for_every_client(scenario, workload, faults, bounds):
     d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.router_timeout_s)
     scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))

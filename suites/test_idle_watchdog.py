@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.fault("network")]
 PREFILL_HOLDS = (Metric("prefill", "num_prefill_inflight_queue_reqs"), Metric("prefill", "num_running_reqs"))
 
 
-@pytest.mark.needs("proxied_control")
+@pytest.mark.needs("control_link")
 def test_lone_request_with_a_stalled_handshake(scenario, workload, faults, bounds):
     lone = Deadlines(read_s=bounds.waiting_s + 3 * bounds.slack_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.waiting_s + 3 * bounds.slack_s)
     scenario.judge(

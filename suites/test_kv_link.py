@@ -18,7 +18,7 @@ from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
 
-pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_kv")]
+pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]
 
 LONG = dict(words_per_round=300)  # about 300 KB of KV per request
 
@@ -27,6 +27,7 @@ def _deadlines(bounds) -> Deadlines:
     return Deadlines(read_s=bounds.inflight_s + bounds.slack_s, stall_s=bounds.inflight_s + bounds.slack_s, total_s=bounds.router_timeout_s)
 
 
+@pytest.mark.needs("link_delay")
 def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
     scenario.baseline(agents=3, rounds=1, **LONG)
     scenario.judge(

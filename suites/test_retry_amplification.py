@@ -21,7 +21,7 @@ from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 
-pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_kv")]
+pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]
 
 REQUESTS = 4
 

@@ -56,7 +56,7 @@ class Menu:
 
 MENU = (
     Menu("none", None, lambda faults, **kw: contextlib.nullcontext()),
-    Menu("kv link slowed", Capability.PROXIED_KV, lambda faults, **kw: faults.latency("kv", 150, **kw)),
+    Menu("kv link slowed", Capability.LINK_DELAY, lambda faults, **kw: faults.latency("kv", 150, **kw)),
     Menu("bootstrap link slowed", Capability.PROXIED_BOOTSTRAP, lambda faults, **kw: faults.latency("bootstrap", 200, stream="upstream", **kw)),
     Menu("decode aborts everything", None, lambda faults, **kw: faults.abort_all("decode", **kw)),
 )

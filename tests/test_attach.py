@@ -134,7 +134,7 @@ def test_destructive_faults_need_the_opt_in(foreign):
     assert doctor.returncode == 0 and json.loads(doctor.stdout)["diagnosis"]["location"] == "no problem found", doctor.stdout + doctor.stderr
 
     armed = AttachedStack.from_file(foreign, allow_destructive=True)
-    assert {Capability.PROCESS_CONTROL, Capability.PROXIED_KV, Capability.PROXIED_CLIENT} <= armed.capabilities
+    assert {Capability.PROCESS_CONTROL, Capability.KV_LINK, Capability.PROXIED_CLIENT} <= armed.capabilities
     armed.freeze("decode")
     assert armed.is_frozen("decode")
     armed.thaw("decode")

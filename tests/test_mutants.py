@@ -10,7 +10,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="suites.test_kv_link" name="test_slow" time="3.0"/>
 <testcase classname="suites.test_kv_link" name="test_stuck[crawl]" time="9.1">
 <failure message="chaos.verdicts.VerdictFailed: [FAIL] watchdog_fired(decode waiting): did not rise&#10;[FAIL] no_leak: stayed">trace</failure></testcase>
-<testcase classname="suites.test_kv_link" name="test_skipped" time="0"><skipped message="lacks proxied_kv"/></testcase>
+<testcase classname="suites.test_kv_link" name="test_skipped" time="0"><skipped message="lacks kv_link"/></testcase>
 </testsuite></testsuites>"""
 
 

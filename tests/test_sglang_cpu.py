@@ -10,16 +10,18 @@ Skips (with the command to run) where ``make setup-sglang`` has not been run; CI
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
 import pytest
 
+from chaos.faults.packet import PacketFault
 from chaos.procs import run
 from chaos.stack_factory import StackFactory
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
-from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
+from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME, packet_links_possible
 from tests.ports import port_base
 
 pytestmark = [
@@ -119,10 +121,12 @@ def test_engines_are_real_sglang_in_pd_mode(sglang_stack):
     assert "sglang:num_decode_transfer_queue_reqs" in metrics
 
 
-def test_capabilities_claim_only_the_proxied_links():
+def test_capabilities_claim_the_links_it_can_break():
     caps = TargetChoice("sglang-cpu").capabilities()
     assert Capability.PROXIED_BOOTSTRAP in caps and Capability.PROXIED_CLIENT in caps and Capability.PROCESS_CONTROL in caps
-    assert Capability.PROXIED_KV not in caps and Capability.PROXIED_CONTROL not in caps  # Mooncake and ZMQ pick random ports
+    # Mooncake and ZMQ pick random ports: packet rules in the stack's namespace, where it can make one
+    assert (Capability.KV_LINK in caps and Capability.CONTROL_LINK in caps) == packet_links_possible()
+    assert Capability.LINK_DELAY not in caps  # delay on a packet link would need netem: not claimed
     assert Capability.DEFECTS not in caps  # pdsim's defects are pdsim's
     assert Capability.LIVE_QUEUE_GAUGES in caps  # SGLang's /v1/loads, sampled beside /metrics
 
@@ -187,4 +191,36 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     for r in replies:
         assert "decode: " in rows[r.op].evidence and DECODE_UNSTAGED in rows[r.op].evidence, rows[r.op]
         assert "router: started it" in rows[r.op].evidence, rows[r.op]
+
+
+def _generate(stack, text: str, timeout_s: float) -> tuple[str, float]:
+    """One non-streaming request through the client's path: (outcome, seconds)."""
+    t0 = time.monotonic()
+    try:
+        r = httpx.post(f"{stack.info.endpoints['client']}/generate", json={"text": text, "sampling_params": {"max_new_tokens": 4}}, timeout=timeout_s)
+        outcome = "ok" if r.status_code == 200 else f"status {r.status_code}"
+    except httpx.TimeoutException:
+        outcome = "timeout"
+    return outcome, time.monotonic() - t0
+
+
+@pytest.mark.skipif(not packet_links_possible(), reason="packet links need root, nsenter, iptables and tc")
+@pytest.mark.parametrize(("link", "mode"), [("kv", "blackhole"), ("kv", "crawl"), ("control", "blackhole"), ("control", "reset")])
+def test_packet_faults_break_real_sglangs_links_and_heal(sglang_stack, link, mode):
+    """Each packet fault on a real engine link: it is verified (rules read back, a probe
+    stopped), the engines' own traffic meets it (its counters move) and a request does not
+    get through as it would, and its heal leaves no rule or class behind."""
+    at = sglang_stack.packet_link(link)
+    fault = PacketFault(sglang_stack, link, rate_kbit=8) if mode == "crawl" else PacketFault(sglang_stack, link, mode=mode)
+    fault.inject()
+    try:
+        evidence = fault.verify()
+        outcome, took = _generate(sglang_stack, "a request across a broken link " * 20, timeout_s=4.0)
+    finally:
+        fault.heal()
+    healed = fault.verify_healed()
+    assert outcome != "ok" or took > 2.0, f"{fault.describe()}: a request crossed it untouched ({outcome} in {took:.2f}s); {evidence}"
+    met = fault._met
+    assert met is not None and met.packets > 0, f"{fault.describe()} met none of the engines' traffic: {healed}"
+    assert "pdchaos" not in at.namespace.run("iptables", "-S") and "1:" not in at.namespace.run("tc", "class", "show", "dev", "lo")
 

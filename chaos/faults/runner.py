@@ -20,6 +20,7 @@ from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
+from chaos.faults.packet import PacketFault
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
 from chaos.history import FaultEvent, History, Stage
 from chaos.limits import activity
@@ -123,9 +124,35 @@ class Faults:
     def restart(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
         return self.apply(Restart(self.target, service), **kw)
 
-    def down(self, proxy: str, **kw: Any):  # type: ignore[no-untyped-def]
-        fault = ProxyDown(self.toxiproxy, proxy, self.target.info.proxies[proxy]["listen"], restart_toxiproxy=toxiproxy_restarter(self.target))
+    # ---- links: Toxiproxy where it sits on the link, packet rules where real engines pick the ports
+    def _by_packets(self, link: str) -> bool:
+        """Whether this target breaks ``link`` with packet rules (no proxy sits on it)."""
+        return link not in self.target.info.proxies and link in getattr(self.target, "packet_links", ())
+
+    def _packets(self, link: str, *, mode: str = "", rate_kbit: int | None = None, stream: str = "", **kw: Any):  # type: ignore[no-untyped-def]
+        """A packet fault on ``link``. Its rules act on both directions, so ``stream`` (a
+        Toxiproxy direction) only says where the scenario cares: a KV link blackholed
+        upstream stalls the KV as surely when its acknowledgements vanish too."""
+        return self.apply(PacketFault(self.target, link, mode=mode, rate_kbit=rate_kbit), **kw)  # type: ignore[arg-type]
+
+    def _toxiproxy_only(self, link: str, what: str) -> None:
+        if self._by_packets(link):
+            raise ConfigError(f"{what} on {link} needs a Toxiproxy on the link; this target breaks {link} with packet rules, which cannot do it")
+
+    def down(self, link: str, **kw: Any):  # type: ignore[no-untyped-def]
+        """The link is down: open connections closed, new ones refused (Toxiproxy's disabled
+        proxy; with packet rules, every packet answered with a reset)."""
+        if self._by_packets(link):
+            return self._packets(link, mode="reset", **kw)
+        fault = ProxyDown(self.toxiproxy, link, self.target.info.proxies[link]["listen"], restart_toxiproxy=toxiproxy_restarter(self.target))
         return self.apply(fault, **kw)
+
+    def refuse(self, link: str, **kw: Any):  # type: ignore[no-untyped-def]
+        """New connections on the link refused, open ones carry on (packet rules only: a
+        Toxiproxy cannot refuse without closing what it holds)."""
+        if not self._by_packets(link):
+            raise ConfigError(f"refuse on {link} needs packet rules; on a Toxiproxy link use down()")
+        return self._packets(link, mode="refuse", **kw)
 
     def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0, **attributes: Any):  # type: ignore[no-untyped-def]
         toxic = Toxic(f"pdchaos_{kind}_{stream}", kind, stream, 1.0, attributes)  # type: ignore[arg-type]
@@ -133,20 +160,37 @@ class Faults:
         fault = ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe, restart_toxiproxy=toxiproxy_restarter(self.target))
         return self.apply(fault, when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
-    def latency(self, proxy: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
-        return self.toxic(proxy, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
+    def latency(self, link: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        """Delay on the link (suites that delay an engine link need ``link_delay``)."""
+        self._toxiproxy_only(link, "latency")
+        return self.toxic(link, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
 
-    def bandwidth(self, proxy: str, rate_kb_s: int, **kw: Any):  # type: ignore[no-untyped-def]
-        return self.toxic(proxy, "bandwidth", rate=rate_kb_s, **kw)
+    def bandwidth(self, link: str, rate_kb_s: int, **kw: Any):  # type: ignore[no-untyped-def]
+        """The link slowed to ``rate_kb_s`` KB/s (a crawl: an htb class on packet links)."""
+        if self._by_packets(link):
+            if rate_kb_s <= 0:
+                raise ConfigError("a packet link's bandwidth must be above 0 (a link that holds everything is a blackhole())")
+            return self._packets(link, rate_kbit=rate_kb_s * 8, **kw)
+        return self.toxic(link, "bandwidth", rate=rate_kb_s, **kw)
 
-    def blackhole(self, proxy: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
-        return self.toxic(proxy, "timeout", timeout=timeout_ms, **kw)
+    def blackhole(self, link: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        """Everything on the link vanishes; with ``timeout_ms`` Toxiproxy closes the
+        connections after it (packet rules keep them hanging: no timeout there)."""
+        if self._by_packets(link) and not timeout_ms:
+            return self._packets(link, mode="blackhole", **kw)
+        self._toxiproxy_only(link, "a blackhole that closes after a timeout")
+        return self.toxic(link, "timeout", timeout=timeout_ms, **kw)
 
-    def reset_peer(self, proxy: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
-        return self.toxic(proxy, "reset_peer", timeout=timeout_ms, **kw)
+    def reset_peer(self, link: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        if self._by_packets(link) and not timeout_ms:
+            return self._packets(link, mode="reset", **kw)
+        self._toxiproxy_only(link, "a reset after a timeout")
+        return self.toxic(link, "reset_peer", timeout=timeout_ms, **kw)
 
-    def slicer(self, proxy: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
-        return self.toxic(proxy, "slicer", average_size=average_size, size_variation=size_variation, delay=delay_us, **kw)
+    def slicer(self, link: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        self._toxiproxy_only(link, "slicer")
+        return self.toxic(link, "slicer", average_size=average_size, size_variation=size_variation, delay=delay_us, **kw)
 
-    def limit_data(self, proxy: str, nbytes: int, **kw: Any):  # type: ignore[no-untyped-def]
-        return self.toxic(proxy, "limit_data", bytes=nbytes, **kw)
+    def limit_data(self, link: str, nbytes: int, **kw: Any):  # type: ignore[no-untyped-def]
+        self._toxiproxy_only(link, "limit_data")
+        return self.toxic(link, "limit_data", bytes=nbytes, **kw)

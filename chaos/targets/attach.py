@@ -30,7 +30,7 @@ _DEFAULT_TIMEOUTS = {"bootstrap_s": 300.0, "waiting_s": 300.0, "inflight_s": 300
 _DEFAULT_ROUTER = {"request_timeout_s": 1800.0, "cb_timeout_s": 60.0, "max_retries": 5}
 _DEFAULT_BOUNDS = {"slack_s": 1.5, "forward_s": 2.0, "recovery_s": 10.0, "restart_s": 120.0, "startup_timeout_s": 120.0, "command_timeout_s": 30.0}
 _PROCESS_COMMANDS = ("running", "frozen", "kill", "start", "restart", "freeze", "thaw")
-_LINK_CAPABILITY = {"client_router": Capability.PROXIED_CLIENT, "bootstrap": Capability.PROXIED_BOOTSTRAP, "control": Capability.PROXIED_CONTROL, "kv": Capability.PROXIED_KV}
+_LINK_CAPABILITY = {"client_router": Capability.PROXIED_CLIENT, "bootstrap": Capability.PROXIED_BOOTSTRAP, "control": Capability.CONTROL_LINK, "kv": Capability.KV_LINK}
 
 
 def _heartbeat_detect_s(t: dict[str, Any]) -> float:
@@ -45,6 +45,8 @@ class AttachedStack:
         self.commands = commands
         self.allow_destructive = allow_destructive
         caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
+        if caps & {Capability.KV_LINK, Capability.CONTROL_LINK}:
+            caps.add(Capability.LINK_DELAY)  # Toxiproxy's latency toxic on the engine links it proxies
         if info.config.get("inflight_watchdog"):
             caps.add(Capability.INFLIGHT_WATCHDOG)
         if "decode_loads" in info.endpoints:  # SGLang's /v1/loads (0.5.23): see chaos.sampler
@@ -98,6 +100,8 @@ class AttachedStack:
         if cap in _LINK_CAPABILITY.values():
             link = next(k for k, v in _LINK_CAPABILITY.items() if v is cap)
             return f"the stack file lists no Toxiproxy proxy for the {link} link"
+        if cap is Capability.LINK_DELAY:
+            return "the stack file lists no Toxiproxy proxy on an engine link (kv, control) to delay"
         if cap is Capability.LIVE_QUEUE_GAUGES:
             return "the stack file lists no prefill_loads/decode_loads (SGLang's /v1/loads): its /metrics sets decode's queue gauges only when decode logs a batch"
         if cap is Capability.TRANSFER_WINDOW:

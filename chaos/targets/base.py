@@ -20,8 +20,15 @@ class Capability(enum.Enum):
     """What a test may need from a target; tests needing a missing one skip with a reason."""
 
     PROXIED_CLIENT = "proxied_client"  # clients reach the router through a Toxiproxy
-    PROXIED_KV = "proxied_kv"  # KV bytes cross a Toxiproxy (never true for RDMA)
-    PROXIED_CONTROL = "proxied_control"
+    # the link can be broken: blackholed, reset, taken down, slowed to a crawl. By Toxiproxy
+    # where it sits on the link (pdsim's links, an attached stack's proxies), by packet rules in
+    # the stack's own network namespace where real engines pick their ports (chaos.netns).
+    # Never for Mooncake over RDMA: its bytes cross no kernel socket.
+    KV_LINK = "kv_link"  # prefill's KV to decode
+    CONTROL_LINK = "control_link"  # decode's handshake with prefill (per request)
+    # latency on the engine links the target can break: Toxiproxy's latency toxic, or netem on
+    # a packet link where the kernel has it (absent on this project's CI machines)
+    LINK_DELAY = "link_delay"
     PROXIED_BOOTSTRAP = "proxied_bootstrap"
     PROCESS_CONTROL = "process_control"  # kill/freeze/restart services
     DEFECTS = "defects"  # engines honour PDSIM_DEFECTS (pdsim only)

@@ -3,31 +3,46 @@
     client --[client_router]--> smg --+--> SGLang prefill (HTTP, bootstrap server)
                                       +--> SGLang decode  (HTTP)
     decode --[bootstrap]--> prefill bootstrap server (route info, heartbeat)
-    decode <-> prefill: ZMQ control and Mooncake KV over TCP, direct (random ports)
+    ------------------------- the stack's network namespace (chaos.bridge) ------------------
+    decode  --[control]--> prefill's ZMQ port (the handshake: KV args, each room's metadata)
+    prefill --[kv]-------> decode's Mooncake TCP transport and handshake ports
 
 The engines are SGLang at the version ``make setup-sglang`` installs into
 ``.tools/sglang/venv``, serving a tiny random Qwen2 built there from a fixed seed
 (``sglang_cpu/tiny_model.py``), with real Mooncake KV transfer over TCP. Toxiproxy sits on
-the client's path and on the bootstrap link; the ZMQ control and Mooncake links take random
-ports that SGLang advertises itself, so this target does not claim ``proxied_control`` or
-``proxied_kv``. It has no pdsim defects, and no prefill inflight watchdog (upstream SGLang
-has none). Process control, logs and readiness are the embedded target's.
+the client's path and on the bootstrap link. The ZMQ control and Mooncake links take ports
+SGLang picks itself, so no proxy can sit on them: the engines run in a network namespace of
+the stack's own, joined to the host's loopback by the bridge (their HTTP and bootstrap
+ports, at the same addresses), and ``kv`` and ``control`` are broken by packet rules there
+(``chaos.faults.packet``), keyed on the ports the engines report at each start. It has no
+pdsim defects, and no prefill inflight watchdog (upstream SGLang has none). Process
+control, logs and readiness are the embedded target's. Without root (no namespaces), the
+engines run on the host's loopback and the target lacks those two links.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import sys
 from dataclasses import replace
 from pathlib import Path
 
-from chaos.errors import ConfigError
+import httpx
+
+from chaos.errors import ConfigError, FaultNotApplied
+from chaos.faults.packet import PacketLink
+from chaos.netns import Namespace, netem_available
 from chaos.procs import ProcSpec
 from chaos.shm import remove_orphans
 from chaos.stack import PortPlan, StackConfig
-from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS
+from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, Capability
 from chaos.targets.embedded import EmbeddedStack
 from chaos.tools import REPO_ROOT
+from chaos.wait import HTTP_CALL_S, wait_until
 
-__all__ = ["LAUNCHER", "MODEL_NAME", "SGLANG_HOME", "SGLangCPUStack", "check_installed", "sglang_cpu_config"]
+__all__ = ["LAUNCHER", "MODEL_NAME", "SGLANG_HOME", "SGLangCPUStack", "check_installed", "packet_links_possible", "sglang_cpu_config"]
 
 SGLANG_HOME = REPO_ROOT / ".tools" / "sglang"
 LAUNCHER = REPO_ROOT / "sglang_cpu" / "launch.py"  # the engines' flags and environment, for this target and Compose
@@ -46,17 +61,71 @@ def sglang_cpu_config(cfg: StackConfig) -> StackConfig:
     )
 
 
+def packet_links_possible() -> bool:
+    """Whether this host lets the stack make a namespace and put rules in it: root, and
+    nsenter, iptables and tc installed (``make setup-sglang`` installs them)."""
+    return os.geteuid() == 0 and all(shutil.which(t) for t in ("nsenter", "iptables", "tc", "ip"))
+
+
+_NETNS = packet_links_possible()
+# Mooncake (0.3.13) logs the ports it listens on: the TCP transport the KV bytes go to, and
+# the P2P handshake that precedes a session's first transfer
+_MOONCAKE_PORTS = (re.compile(r"TcpTransport: listen on port (\d+)"), re.compile(r"P2P handshake, listening on [\d.]+:(\d+)"))
+
+
 class SGLangCPUStack(EmbeddedStack):
-    """Real SGLang engines in place of pdsim; everything else as in the embedded stack."""
+    """Real SGLang engines in place of pdsim, in the stack's own network namespace;
+    everything else as in the embedded stack."""
 
     KIND = "sglang-cpu"
     LINKS = REAL_SGLANG_LINKS
-    capabilities = REAL_SGLANG
+    START_ORDER = ("toxiproxy", "bridge", "prefill", "decode", "router") if _NETNS else EmbeddedStack.START_ORDER
+    packet_links = ("kv", "control") if _NETNS else ()
+    capabilities = REAL_SGLANG | (
+        {Capability.KV_LINK, Capability.CONTROL_LINK} | ({Capability.LINK_DELAY} if netem_available() else set()) if _NETNS else set()
+    )
 
     @classmethod
     def up(cls, cfg: StackConfig) -> "SGLangCPUStack":
         check_installed()
         return super().up(sglang_cpu_config(cfg))  # type: ignore[return-value]
+
+    def _placed(self, spec: ProcSpec) -> ProcSpec:
+        """The engines start inside the bridge's namespace (the bridge that runs now)."""
+        if spec.name not in ("prefill", "decode") or "bridge" not in self.START_ORDER:
+            return spec
+        return replace(spec, argv=(*Namespace(self.pid("bridge")).enter(), *spec.argv))
+
+    def _wait_ready(self, service: str) -> None:
+        if service != "bridge":
+            return super()._wait_ready(service)
+        pid = self.pid("bridge")
+        wait_until(lambda: f"namespace /proc/{pid}/ns/net" in self.logs("bridge"), timeout_s=10.0, what=f"the bridge (pid {pid}) has made the stack's namespace")
+
+    def packet_link(self, link: str) -> PacketLink:
+        """Where ``kv`` or ``control`` goes now: read at each injection, since the engines pick
+        these ports at each start."""
+        ns = Namespace(self.pid("bridge"))
+        if link == "kv":
+            log = self._since_start("decode")
+            found = [m[-1] for m in (rx.findall(log) for rx in _MOONCAKE_PORTS) if m]
+            if len(found) != len(_MOONCAKE_PORTS):
+                raise FaultNotApplied("decode's log since its start names no Mooncake TCP transport or handshake port yet")
+            transport, handshake = (int(p) for p in found)
+            return PacketLink(ns, (transport, handshake), f"decode's Mooncake TCP transport {transport} and handshake {handshake}")
+        if link == "control":
+            url = f"{self.info.endpoints['prefill_bootstrap']}/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
+            try:
+                port = int(httpx.get(url, timeout=HTTP_CALL_S).json()["rank_port"])
+            except (httpx.HTTPError, ValueError, KeyError) as exc:
+                raise FaultNotApplied(f"prefill's bootstrap server did not give its ZMQ port ({url}): {exc}") from exc
+            return PacketLink(ns, (port,), f"prefill's ZMQ port {port} (decode's handshake and metadata)")
+        raise ConfigError(f"the {self.KIND} target breaks no link {link!r} with packet rules; it breaks {', '.join(self.packet_links)}")
+
+    def _since_start(self, service: str) -> str:
+        """The service's log since its latest start (``chaos.procs.spawn`` marks each)."""
+        log = self.logs(service)
+        return log[log.rfind(f"---- pdchaos: start {service} at ") :]
 
     def down(self) -> None:
         """Stop the stack, then remove the /dev/shm files its killed engines could not
@@ -69,7 +138,14 @@ class SGLangCPUStack(EmbeddedStack):
     @staticmethod
     def _engine_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
         """Each engine by ``sglang_cpu/launch.py`` (its flags and variables, shared with
-        compose/sglang-cpu.yaml) under the SGLang venv's interpreter."""
+        compose/sglang-cpu.yaml) under the SGLang venv's interpreter; and the bridge, which
+        makes their namespace: it exports their HTTP ports and prefill's bootstrap server to
+        the host, and imports Toxiproxy's bootstrap proxy, which decode dials."""
+        bridge = (sys.executable, "-m", "chaos.bridge", *(a for p in (ports.prefill, ports.prefill_bootstrap, ports.decode) for a in ("--export", str(p))), "--import", str(ports.bootstrap))
+        return ({"bridge": ProcSpec("bridge", bridge, {}, logs / "bridge.log")} if _NETNS else {}) | SGLangCPUStack._sglang_specs(cfg, ports, logs)
+
+    @staticmethod
+    def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
         env = cfg.timeouts.to_env() | {
             "PYTHONPATH": "",  # nothing of the rig's environment on the engines' path: the launcher puts the shim there
             "LD_LIBRARY_PATH": ":".join(str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")),  # libibverbs, libnl for Mooncake

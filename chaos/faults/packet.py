@@ -1,0 +1,132 @@
+"""Faults on a link no proxy can sit on: packet rules and shaping in the stack's own network
+namespace (``chaos.netns``), the way Chaos Mesh's NetworkChaos and Pumba break a pod's links.
+
+A link is named as everywhere else (``kv``, ``control``); the target says which namespace it
+lives in and which ports its connections are made to *now* (``PacketLinks.packet_link``: real
+engines pick them at start, so they are read again at each injection). Verification is the
+rules read back from the kernel and, for a fault that blocks connections, one connect probe
+made inside the namespace, which the rules must stop the way the fault says; the heal reads
+the counters (how much traffic the fault met), removes the rules or the class, and checks
+that the kernel lists none of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from chaos.errors import FaultNotApplied, FaultNotHealed
+from chaos.faults.base import ENGINES, Fault
+from chaos.netns import MODES, Counters, Namespace
+
+__all__ = ["PacketFault", "PacketLink", "PacketLinks"]
+
+_PROBE_S = 1.0
+_PROBE = """
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=float(sys.argv[2])).close()
+    print("connected")
+except socket.timeout:
+    print("timeout")
+except ConnectionRefusedError:
+    print("refused")
+except OSError as exc:
+    print(f"error {exc.errno}")
+"""
+_EXPECT = {"blackhole": "timeout", "reset": "refused", "refuse": "refused"}
+_minors = itertools.count(0x10)
+
+
+@dataclass(frozen=True)
+class PacketLink:
+    """Where a link's connections go now: the namespace they live in and the ports they are
+    made to (what the link's traffic is keyed on)."""
+
+    namespace: Namespace
+    ports: tuple[int, ...]
+    what: str  # which sockets those ports are, for the evidence ("decode's Mooncake TCP transport 16331")
+
+
+@runtime_checkable
+class PacketLinks(Protocol):
+    """A target whose engine-to-engine links are broken by packet rules."""
+
+    packet_links: tuple[str, ...]
+
+    def packet_link(self, link: str) -> PacketLink: ...
+
+
+class PacketFault(Fault):
+    """``mode`` (blackhole, reset, refuse) rules, or with ``rate_kbit`` a crawl, on one link."""
+
+    kind = "packet"
+
+    def __init__(self, target: PacketLinks, link: str, *, mode: str = "", rate_kbit: int | None = None) -> None:
+        if (mode in MODES) == (rate_kbit is not None):
+            raise ValueError(f"a packet fault is one of {', '.join(MODES)} or a crawl (rate_kbit), not mode={mode!r} rate_kbit={rate_kbit}")
+        self.target, self.link, self.mode, self.rate_kbit = target, link, mode, rate_kbit
+        self.minor = next(_minors)
+        self.tag = f"pdchaos-{link}-{self.minor:x}"
+        self._at: PacketLink | None = None
+        self._met: Counters | None = None
+
+    @property
+    def implicates(self) -> tuple[str, ...]:
+        return ENGINES  # both ends of a link between the engines
+
+    def describe(self) -> str:
+        what = f"crawl at {self.rate_kbit} kbit/s" if self.rate_kbit is not None else self.mode
+        return f"{what} on {self.link} (packet rules)"
+
+    @property
+    def at(self) -> PacketLink:
+        if self._at is None:
+            raise FaultNotApplied(f"{self.describe()} was never injected")
+        return self._at
+
+    def inject(self) -> None:
+        self._at = self.target.packet_link(self.link)
+        if self.rate_kbit is not None:
+            self._at.namespace.add_shaping(self._at.ports, self.rate_kbit, self.minor)
+        else:
+            self._at.namespace.add_rules(self.mode, self._at.ports, self.tag)
+
+    def _probe(self, port: int) -> str:
+        return self.at.namespace.run(sys.executable, "-c", _PROBE, str(port), str(_PROBE_S), check=False).strip()
+
+    def verify(self) -> str:
+        ns, ports = self.at.namespace, self.at.ports
+        where = f"{self.at.what} in {ns.path}"
+        if self.rate_kbit is not None:
+            if ns.shaped(self.minor) is None or ns.filters(self.minor) != 2 * len(ports):
+                raise FaultNotApplied(f"class 1:{self.minor:x} or its {2 * len(ports)} filters not listed on lo in {ns.path}")
+            return f"htb class 1:{self.minor:x} at {self.rate_kbit} kbit/s, filters on ports {list(ports)} ({where})"
+        if ns.rule_counters(self.tag) is None:
+            raise FaultNotApplied(f"no rule tagged {self.tag} listed in {ns.path}")
+        got = self._probe(ports[0])
+        if got != _EXPECT[self.mode]:
+            raise FaultNotApplied(f"a connect to {ports[0]} through {self.mode} rules got {got!r}, expected {_EXPECT[self.mode]!r}")
+        return f"{self.mode} rules tagged {self.tag} on ports {list(ports)} ({where}); probe: connect {got}"
+
+    def heal(self) -> None:
+        if self._at is None:
+            return
+        ns = self._at.namespace
+        if self.rate_kbit is not None:
+            self._met = ns.shaped(self.minor) or self._met
+            ns.remove_shaping(self.minor)
+        else:
+            self._met = ns.rule_counters(self.tag) or self._met
+            ns.remove_rules(self.mode, self._at.ports, self.tag)
+
+    def verify_healed(self) -> str:
+        ns = self.at.namespace
+        if self.rate_kbit is not None:
+            if ns.shaped(self.minor) is not None or ns.filters(self.minor):
+                raise FaultNotHealed(f"class 1:{self.minor:x} or its filters still listed in {ns.path}")
+        elif ns.rule_counters(self.tag) is not None:
+            raise FaultNotHealed(f"rules tagged {self.tag} still listed in {ns.path}")
+        return f"none listed in {ns.path}; while active it met {self._met or 'nothing (no counter read)'}"

@@ -1,0 +1,192 @@
+"""Packet faults in a namespace of the stack's own (``chaos.bridge``, ``chaos.netns``,
+``chaos.faults.packet``), with the real kernel: a plain TCP echo server inside the
+namespace, reached from the host's loopback through the bridge. Each fault takes effect
+(the probe and the traffic show it, its counters move) and its heal removes every rule and
+class; a SIGKILLed bridge and server leave no namespace behind."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaos.errors import FaultNotApplied
+from chaos.faults.packet import PacketFault, PacketLink
+from chaos.netns import Namespace
+from chaos.ports import PortAllocator
+from chaos.procs import ProcSpec, alive, run, spawn, stop_group
+from chaos.wait import wait_until
+from tests.ports import port_base
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and packet rules need root")
+
+ECHO = """
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()
+def echo(c):
+    with c:
+        while data := c.recv(65536):
+            c.sendall(data)
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=echo, args=(c,), daemon=True).start()
+"""
+
+
+class Stage:
+    """A namespace held by a bridge with one echo server inside: what a target with packet
+    links hands a fault."""
+
+    packet_links = ("echo",)
+
+    def __init__(self, tmp: Path, port: int) -> None:
+        self.port = port
+        self.bridge = spawn(ProcSpec("bridge", (sys.executable, "-m", "chaos.bridge", "--export", str(port)), {}, tmp / "bridge.log"))
+        wait_until(lambda: "bridge ready" in (tmp / "bridge.log").read_text(), timeout_s=10, what="the bridge ready")
+        self.ns = Namespace(self.bridge)
+        self.echo = spawn(ProcSpec("echo", (*self.ns.enter(), sys.executable, "-c", ECHO, str(port)), {}, tmp / "echo.log"))
+        wait_until(lambda: self.ns.run(sys.executable, "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 1).close()", check=False) == "", timeout_s=10, what="echo up")
+
+    def packet_link(self, link: str) -> PacketLink:
+        return PacketLink(self.ns, (self.port,), f"echo server {self.port}")
+
+    def stop(self) -> None:
+        for pid in (self.echo, self.bridge):
+            if alive(pid):
+                stop_group(pid, grace_s=1.0)
+
+
+@pytest.fixture
+def stage(tmp_path, pytestconfig):
+    s = Stage(tmp_path, PortAllocator(port_base(pytestconfig, "netns")).next_base())  # a range of the worker's own
+    yield s
+    s.stop()
+
+
+def _echo(port: int, payload: bytes, timeout_s: float = 2.0) -> str:
+    """Send ``payload`` through the bridge and read it back: "ok", "timeout" or "reset"."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as c:
+            c.sendall(payload)
+            got = b""
+            while len(got) < len(payload):
+                chunk = c.recv(65536)
+                if not chunk:
+                    return "reset"
+                got += chunk
+        return "ok" if got == payload else "garbled"
+    except socket.timeout:
+        return "timeout"
+    except OSError:
+        return "reset"
+
+
+def test_the_bridge_joins_the_namespace_to_the_hosts_loopback(stage):
+    assert _echo(stage.port, b"hello") == "ok"
+    assert os.readlink(f"/proc/{stage.bridge}/ns/net") != os.readlink("/proc/self/ns/net")  # its own namespace
+    # nothing listens on the port inside the host's namespace but the bridge
+    host = run(["ss", "-Hltnp", f"sport = :{stage.port}"], timeout_s=10).stdout
+    assert f"pid={stage.bridge}," in host and f"pid={stage.echo}," not in host
+
+
+@pytest.mark.parametrize(("mode", "probe", "traffic"), [("blackhole", "timeout", "timeout"), ("reset", "refused", "reset"), ("refuse", "refused", "reset")])
+def test_a_rule_fault_takes_effect_counts_and_heals(stage, mode, probe, traffic):
+    fault = PacketFault(stage, "echo", mode=mode)
+    fault.inject()
+    try:
+        assert f"probe: connect {probe}" in fault.verify()
+        assert _echo(stage.port, b"x" * 100, timeout_s=1.0) == traffic
+    finally:
+        fault.heal()
+    evidence = fault.verify_healed()
+    assert "none listed" in evidence and "met 0 packets" not in evidence, evidence  # the probe and the traffic met it
+    assert _echo(stage.port, b"after the heal") == "ok"
+    assert "pdchaos" not in stage.ns.run("iptables", "-S")
+
+
+def test_an_open_connection_outlives_refuse_but_not_reset(stage):
+    with socket.create_connection(("127.0.0.1", stage.port), timeout=2) as c:
+        c.sendall(b"a")
+        assert c.recv(1) == b"a"
+        refuse = PacketFault(stage, "echo", mode="refuse")
+        refuse.inject()
+        try:
+            c.sendall(b"b")
+            assert c.recv(1) == b"b"  # open connections carry on
+        finally:
+            refuse.heal()
+        reset = PacketFault(stage, "echo", mode="reset")
+        reset.inject()
+        try:
+            c.sendall(b"c")
+            assert c.recv(1) in (b"", None) or pytest.fail("the open connection was not reset")
+        except OSError:
+            pass  # reset: as expected
+        finally:
+            reset.heal()
+
+
+def test_a_crawl_shapes_the_links_traffic_and_heals(stage):
+    fault = PacketFault(stage, "echo", rate_kbit=800)  # 100 KB/s
+    fault.inject()
+    try:
+        assert "htb class" in fault.verify()
+        t0 = time.monotonic()
+        assert _echo(stage.port, b"y" * 200_000, timeout_s=20) == "ok"
+        took = time.monotonic() - t0
+    finally:
+        fault.heal()
+    assert took > 1.0, f"200 KB each way at 100 KB/s took {took:.2f}s"
+    assert "none listed" in fault.verify_healed()
+    assert int(str(fault._met).split()[2]) >= 400_000  # bytes both ways crossed the class
+    t0 = time.monotonic()
+    assert _echo(stage.port, b"y" * 200_000) == "ok"
+    assert time.monotonic() - t0 < took / 2
+
+
+def test_a_fault_that_did_not_take_is_caught(stage):
+    fault = PacketFault(stage, "echo", mode="blackhole")
+    fault.inject()
+    stage.ns.run("iptables", "-F", "PDCHAOS")  # someone removed the rules behind our back
+    with pytest.raises(FaultNotApplied, match="no rule tagged"):
+        fault.verify()
+
+
+def test_a_sigkilled_stage_leaves_no_namespace(stage):
+    fault = PacketFault(stage, "echo", rate_kbit=800)
+    fault.inject()
+    ns = os.readlink(f"/proc/{stage.bridge}/ns/net")
+    for pid in (stage.echo, stage.bridge):
+        os.killpg(pid, 9)
+    wait_until(lambda: not alive(stage.echo) and not alive(stage.bridge), timeout_s=5, what="both gone")
+    listed = run(["lsns", "-t", "net", "-n", "-o", "NS"], timeout_s=10).stdout.split()
+    assert ns.strip("net:[]") not in listed  # the namespace, its rules and its qdisc are gone with its processes
+
+
+def test_a_suite_names_the_link_and_the_target_picks_the_mechanism(stage):
+    """``faults.blackhole("echo")`` on a target that breaks "echo" with packet rules is a
+    packet fault; what only a Toxiproxy can do is refused with the reason, before anything
+    is injected."""
+    from types import SimpleNamespace
+
+    from chaos.errors import ConfigError
+    from chaos.faults import Faults
+    from chaos.history import History
+
+    stage.info = SimpleNamespace(proxies={})  # no proxy on the link
+    stage.capabilities = frozenset()
+    faults = Faults(stage, History(), sampler=None, toxiproxy=None)  # type: ignore[arg-type]
+    with faults.blackhole("echo", stream="upstream") as fault:
+        assert isinstance(fault, PacketFault) and fault.mode == "blackhole"
+        assert _echo(stage.port, b"z", timeout_s=1.0) == "timeout"
+    assert _echo(stage.port, b"z") == "ok"
+    with faults.down("echo") as fault:
+        assert fault.mode == "reset"  # Toxiproxy's down closes open connections and refuses new ones: so does reset
+    for refused in (lambda: faults.latency("echo", 100), lambda: faults.limit_data("echo", 10), lambda: faults.blackhole("echo", timeout_ms=500)):
+        with pytest.raises(ConfigError, match="needs a Toxiproxy on the link"):
+            refused()
