@@ -268,6 +268,11 @@ class History:
     def first_fault_t(self) -> float | None:
         return next((f.t for f in self.of(FaultEvent) if f.stage is Stage.INJECT), None)
 
+    def last_fault_t(self) -> float | None:
+        """When the last fault was injected (its ``inject`` event)."""
+        injects = [f.t for f in self.of(FaultEvent) if f.stage is Stage.INJECT]
+        return max(injects) if injects else None
+
     def last_heal_t(self) -> float | None:
         """When the last heal was done (its ``healed`` event)."""
         heals = [f.t for f in self.of(FaultEvent) if f.stage is Stage.HEALED]

@@ -12,7 +12,9 @@ rules are keyed on the port a link's connections are made to (both directions:
         reset      REJECT --reject-with tcp-reset   open connections reset, new ones refused
         refuse     the same, on SYN only            new connections refused, open ones carry on
     tc, on lo: an htb root whose default class does not exist, so unclassified traffic
-        passes unshaped; a fault adds one class at its rate and u32 filters on its ports.
+        passes unshaped; a fault adds one class at its rate and u32 filters on the traffic
+        *to* its ports (the data's way on a link: prefill's KV to decode's transport), so a
+        peer's acknowledgements and resets come back at once, as from a slow sender.
 
 Rules sit in INPUT (a packet on loopback passes it once, on delivery): a DROP there is a
 true blackhole, where one in OUTPUT would hand the sender an error instead.
@@ -134,14 +136,13 @@ class Namespace:
             self.run(tc, "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb")  # default 0: unclassified passes unshaped
 
     def add_shaping(self, ports: tuple[int, ...], rate_kbit: int, minor: int) -> None:
-        """A class 1:``minor`` at ``rate_kbit`` for the traffic to and from ``ports``."""
+        """A class 1:``minor`` at ``rate_kbit`` for the traffic to ``ports``."""
         tc = _need("tc")
         self._root()
         burst = max(1600, rate_kbit * 1000 // 8 // 10)  # a tenth of a second of the rate, at least a packet
         self.run(tc, "class", "add", "dev", "lo", "parent", "1:", "classid", f"1:{minor:x}", "htb", "rate", f"{rate_kbit}kbit", "ceil", f"{rate_kbit}kbit", "burst", str(burst))
         for p in ports:
-            for field in ("dport", "sport"):
-                self.run(tc, "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", str(minor), "u32", "match", "ip", field, str(p), "0xffff", "flowid", f"1:{minor:x}")
+            self.run(tc, "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", str(minor), "u32", "match", "ip", "dport", str(p), "0xffff", "flowid", f"1:{minor:x}")
 
     def remove_shaping(self, minor: int) -> None:
         tc = _need("tc")

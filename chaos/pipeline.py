@@ -99,6 +99,7 @@ PREFILL_BOOTSTRAP_FAILED = Metric("prefill", "num_bootstrap_failed_reqs_total")
 PREFILL_TRANSFER_FAILED = Metric("prefill", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_FAILED = Metric("decode", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_QUEUE = Metric("decode", "num_decode_transfer_queue_reqs")
+PREFILL_INFLIGHT_QUEUE = Metric("prefill", "num_prefill_inflight_queue_reqs")  # forward done, KV not yet delivered
 
 CIRCUIT_FAILURES = Metric("router", "smg_worker_cb_outcomes_total")  # per worker and outcome (.at(url, "failure")): what smg charged
 CIRCUIT_TRANSITIONS = Metric("router", "smg_worker_cb_transitions_total")  # per worker and state entered (.at(url, "open")): a circuit opened

@@ -64,10 +64,13 @@ SAMPLE_TOLERANCE_S = 0.25  # a gauge change is seen up to two 10 Hz samples late
 
 
 class Since(enum.StrEnum):
-    """The moment a bound's clock starts: the first fault's injection, the last heal, or the
-    moment the system went quiet (healed and no request open)."""
+    """The moment a bound's clock starts: the first fault's injection, the last fault's
+    injection (the one that struck while earlier ones set the stage: decode killed while
+    its KV link crawls), the last heal, or the moment the system went quiet (healed and no
+    request open)."""
 
     FAULT = "fault"
+    LAST_FAULT = "last fault"
     HEAL = "heal"
     QUIET = "quiet"
 
@@ -76,6 +79,8 @@ def _start(h: History, since: Since) -> float | None:
     """When ``since`` happened in the history (None: it did not)."""
     if since is Since.FAULT:
         return h.first_fault_t()
+    if since is Since.LAST_FAULT:
+        return h.last_fault_t()
     heal = h.last_heal_t()
     if since is Since.HEAL or heal is None:
         return heal

@@ -22,8 +22,9 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.client import Deadlines
+from chaos.faults.runner import TRANSFER_CRAWL_KB_S
 from chaos.history import Phase
-from chaos.pipeline import CIRCUIT_TRANSITIONS, DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, PREFILL_TRANSFER_FAILED, ROUTER_INFLIGHT
+from chaos.pipeline import CIRCUIT_TRANSITIONS, DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, PREFILL_INFLIGHT_QUEUE, PREFILL_TRANSFER_FAILED, ROUTER_INFLIGHT
 from chaos.targets.base import Capability
 from chaos.triggers import gauge
 
@@ -31,6 +32,7 @@ pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")
 
 # Long prompts: a batch of four keeps prefill busy long enough for all four to wait on decode.
 CONVERSATION = dict(agents=4, rounds=3, words_per_round=400, max_tokens=8)
+CONVERSATION_ONE_ROUND = {**CONVERSATION, "rounds": 1}
 
 
 def retries(bounds) -> dict:
@@ -66,6 +68,35 @@ def test_decode_killed_mid_transfer_then_restarted_alone(scenario, workload, fau
 
 
 PREFILL_QUEUES = tuple(q for q in ENGINE_QUEUES if q.source == "prefill")
+
+
+@pytest.mark.needs("kv_link", "live_queue_gauges")
+def test_decode_dies_while_prefill_holds_pending_kv(scenario, workload, faults, bounds):
+    """The seed incident's exact window, on any engine, watchdog or not: prefill holds the
+    metadata of rooms whose forward is done and whose KV is still crossing (its inflight
+    queue holds all four agents' rooms: the trigger, and so the premise, in the history),
+    and decode is SIGKILLed and restarted alone. What a user needs: prefill lets go of those
+    rooms within a bound its own configuration implies. A decode that dies closes its
+    sockets, so the transfer fails at once (the scheduler acts within one forward and a
+    pass); an engine with an inflight watchdog may take up to it. Every request ends
+    cleanly, the router holds nothing, and service recovers once decode is back."""
+    freed = bounds.forward_s + bounds.slack_s  # a transfer to a dead decode fails at its next write
+    if scenario.has(Capability.INFLIGHT_WATCHDOG):
+        freed = max(freed, bounds.inflight_s + bounds.forward_s + bounds.slack_s)
+    deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    scenario.baseline(**CONVERSATION_ONE_ROUND, deadlines=deadlines)
+    scenario.judge(
+        v.every_request_terminal(within_s=deadlines.ends_within_s),
+        v.failed_requests_are_clean(),
+        v.no_leak(gauges=PREFILL_QUEUES, within_s=freed, since=v.Since.LAST_FAULT),  # from decode's death, not the crawl's start
+        v.replies_match_baseline(),
+    )
+    with faults.bandwidth("kv", TRANSFER_CRAWL_KB_S, stream="upstream"):  # the KV crawls: it stays pending for seconds
+        convo = workload.conversations(**CONVERSATION_ONE_ROUND, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)).start()
+        with faults.kill("decode", when=gauge(*PREFILL_INFLIGHT_QUEUE) >= CONVERSATION_ONE_ROUND["agents"]):
+            pass  # leaving the block restarts decode alone
+    convo.join()
+    scenario.settle(PREFILL_QUEUES + ROUTER_INFLIGHT, within_s=freed)
 
 
 def test_decode_restarted_alone_while_prefill_holds_rooms(scenario, workload, faults, bounds):

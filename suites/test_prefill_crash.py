@@ -44,9 +44,10 @@ def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
         # at the latest, rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
         v.no_leak(gauges=DECODE_QUEUES, within_s=bounds.heartbeat_interval_s * bounds.heartbeat_max_failure + HEARTBEAT_SLACK_S, since=v.Since.FAULT),
     )
-    convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
-    with faults.kill("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) > 0, until=quiet([DECODE_TRANSFER_QUEUE]), hold_s=bounds.heartbeat_detect_s):
-        pass  # prefill stays down until decode let go of the rooms (or the detection bound passed)
+    with faults.transfer_window():  # a real engine's KV crawls, so decode waits for it long enough to see
+        convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
+        with faults.kill("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) > 0, until=quiet([DECODE_TRANSFER_QUEUE]), hold_s=bounds.heartbeat_detect_s):
+            pass  # prefill stays down until decode let go of the rooms (or the detection bound passed)
     convo.join()
     scenario.require(v.requests_affected(phase=Phase.FAULT, why="decode waiting for KV when prefill died"))
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -112,6 +112,21 @@ def test_no_leak():
     assert status(quiet, busy) is v.Status.PASS  # load after the heal is not a leak
 
 
+def test_no_leak_since_the_last_fault_counts_from_the_fault_that_struck():
+    """A crawl set the stage at t=1, decode was killed at t=3, and prefill held its rooms
+    until t=7: from the first fault, the gauge was at baseline (the rooms had not come yet),
+    which says nothing; from the last, the rooms stayed 4 s."""
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "packet#1", "inject", "crawl on kv"))
+    h.append(FaultEvent(3.0, 0.0, "kill#2", "inject", "SIGKILL decode"))
+    h.append(FaultEvent(9.0, 0.0, "kill#2", "healed", "SIGKILL decode"))
+    h.append(FaultEvent(9.5, 0.0, "packet#1", "healed", "crawl on kv"))
+    series(h, "prefill", "inflight", [(0.5, 0), (1.2, 0), (2.5, 4), (3.1, 4), (5.0, 4), (6.4, 4), (7.0, 0)])
+    last = v.no_leak(gauges=[("prefill", "inflight")], within_s=3.5, since=v.Since.LAST_FAULT)
+    assert status(last, h) is v.Status.FAIL and "stayed above its baseline 0 (max 4" in last(h).message
+    assert status(v.no_leak(gauges=[("prefill", "inflight")], within_s=4.5, since=v.Since.LAST_FAULT), h) is v.Status.PASS
+
+
 def test_recovers():
     check = v.recovers(within_s=5)
     good, never, nothing = History(), History(), History()

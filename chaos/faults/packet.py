@@ -101,9 +101,9 @@ class PacketFault(Fault):
         ns, ports = self.at.namespace, self.at.ports
         where = f"{self.at.what} in {ns.path}"
         if self.rate_kbit is not None:
-            if ns.shaped(self.minor) is None or ns.filters(self.minor) != 2 * len(ports):
-                raise FaultNotApplied(f"class 1:{self.minor:x} or its {2 * len(ports)} filters not listed on lo in {ns.path}")
-            return f"htb class 1:{self.minor:x} at {self.rate_kbit} kbit/s, filters on ports {list(ports)} ({where})"
+            if ns.shaped(self.minor) is None or ns.filters(self.minor) != len(ports):
+                raise FaultNotApplied(f"class 1:{self.minor:x} or its {len(ports)} filters not listed on lo in {ns.path}")
+            return f"htb class 1:{self.minor:x} at {self.rate_kbit} kbit/s, filters on the traffic to ports {list(ports)} ({where})"
         if ns.rule_counters(self.tag) is None:
             raise FaultNotApplied(f"no rule tagged {self.tag} listed in {ns.path}")
         got = self._probe(ports[0])

@@ -10,6 +10,7 @@ history. ``heal_all()`` runs again at teardown for anything still active.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from contextlib import contextmanager
@@ -29,10 +30,14 @@ from chaos.targets.base import Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
 from chaos.triggers import Condition, poll_for, wait_for
 
-__all__ = ["Faults"]
+__all__ = ["TRANSFER_CRAWL_KB_S", "Faults"]
 
 _HTTP_LINKS = ("client_router", "bootstrap")
 DEFAULT_TRIGGER_DEADLINE_S = 30.0
+# A kv link crawling at this rate holds a real engine's transfer open for seconds: the tiny
+# model's KV is about 256 bytes a token (2 layers, 2 KV heads of 16, K and V, bf16), so a
+# 500-word prompt's crosses in tens of seconds, well past a trigger sampled at 10 Hz.
+TRANSFER_CRAWL_KB_S = 4
 
 
 class Faults:
@@ -146,6 +151,15 @@ class Faults:
             return self._packets(link, mode="reset", **kw)
         fault = ProxyDown(self.toxiproxy, link, self.target.info.proxies[link]["listen"], restart_toxiproxy=toxiproxy_restarter(self.target))
         return self.apply(fault, **kw)
+
+    def transfer_window(self) -> contextlib.AbstractContextManager[Any]:
+        """KV transfers last long enough for a trigger to act inside them while the block
+        runs: on a target whose own transfers do (pdsim: its KV costs are set so), nothing;
+        where real engines move their KV in milliseconds over a packet link, the kv link
+        crawls (``TRANSFER_CRAWL_KB_S``), a fault recorded like any other."""
+        if self._by_packets("kv"):
+            return self.bandwidth("kv", TRANSFER_CRAWL_KB_S)
+        return contextlib.nullcontext()
 
     def refuse(self, link: str, **kw: Any):  # type: ignore[no-untyped-def]
         """New connections on the link refused, open ones carry on (packet rules only: a

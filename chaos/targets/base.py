@@ -40,10 +40,11 @@ class Capability(enum.Enum):
     # only when decode logs a batch, so a trigger or a leak check on them alone can miss a
     # room that waits while decode runs nothing.
     LIVE_QUEUE_GAUGES = "live_queue_gauges"
-    # a request's KV transfer lasts long enough (hundreds of ms) for a trigger on decode's
-    # transfer queue, sampled at 10 Hz, to act inside it: pdsim's forward and KV costs are
-    # set so. The tiny model on real SGLang moves its KV in milliseconds: the trigger never
-    # sees the room (measured: 30 s of samples, never above 0, while the requests succeeded).
+    # a request's KV transfer can last long enough (hundreds of ms) for a trigger on decode's
+    # transfer queue, sampled at 10 Hz, to act inside it (``faults.transfer_window()``):
+    # pdsim's forward and KV costs are set so; a real engine's KV link crawls by packet
+    # shaping for the block. The tiny model on real SGLang moves its KV in milliseconds: left
+    # alone, the trigger never sees the room (measured: 30 s of samples, never above 0).
     TRANSFER_WINDOW = "transfer_window"
 
 

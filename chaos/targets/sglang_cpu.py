@@ -82,7 +82,7 @@ class SGLangCPUStack(EmbeddedStack):
     START_ORDER = ("toxiproxy", "bridge", "prefill", "decode", "router") if _NETNS else EmbeddedStack.START_ORDER
     packet_links = ("kv", "control") if _NETNS else ()
     capabilities = REAL_SGLANG | (
-        {Capability.KV_LINK, Capability.CONTROL_LINK} | ({Capability.LINK_DELAY} if netem_available() else set()) if _NETNS else set()
+        {Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW} | ({Capability.LINK_DELAY} if netem_available() else set()) if _NETNS else set()
     )
 
     @classmethod
