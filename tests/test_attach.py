@@ -160,4 +160,5 @@ def test_suites_drive_a_foreign_deployment_through_its_stack_file(foreign, tmp_p
 
 def test_without_the_opt_in_process_suites_skip_with_the_reason(foreign, tmp_path):
     r = _suite(foreign, "suites/test_decode_restart.py", tmp=tmp_path)
-    assert r.returncode == 0 and "4 skipped" in r.stdout and "--allow-destructive" in r.stdout, r.stdout[-2000:]
+    collected = len([ln for ln in run([sys.executable, "-m", "pytest", "suites/test_decode_restart.py", "--co", "-q"], cwd=REPO_ROOT, timeout_s=60).stdout.splitlines() if "::" in ln])
+    assert r.returncode == 0 and f"{collected} skipped" in r.stdout and "--allow-destructive" in r.stdout, r.stdout[-2000:]
