@@ -77,22 +77,21 @@ def _reset(sock: socket.socket) -> None:
 
 
 class Bridge:
-    """Copies connections between two namespaces of this process's thread."""
+    """Copies connections between the host's namespace and the stack's, which this
+    process's thread lives in once it has made it."""
 
     def __init__(self, host_ns: int, stack_ns: int) -> None:
-        self.fds = {"host": host_ns, "stack": stack_ns}
-        self.now = "stack"  # the thread is in the stack's namespace once it is made
+        self.host_ns, self.stack_ns = host_ns, stack_ns
 
     def socket_in(self, side: str) -> socket.socket:
-        """A TCP socket made in ``side``'s namespace (the thread comes back where it was)."""
-        if side == self.now:
+        """A TCP socket made in ``side``'s namespace ("host" or "stack")."""
+        if side == "host":
+            _setns(self.host_ns)
+        try:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        else:
-            _setns(self.fds[side])
-            try:
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            finally:
-                _setns(self.fds[self.now])
+        finally:
+            if side == "host":
+                _setns(self.stack_ns)
         s.setblocking(False)
         return s
 
@@ -114,22 +113,19 @@ class Bridge:
             return
         for s in (conn, out):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        a = asyncio.ensure_future(_pump(conn, out))
-        b = asyncio.ensure_future(_pump(out, conn))
-        done, _ = await asyncio.wait({a, b}, return_when=asyncio.FIRST_COMPLETED)
-        if any(t.result() == "reset" for t in done):
-            for t in (a, b):
-                t.cancel()
-            _reset(conn)
-            _reset(out)
-            return
-        results = await asyncio.gather(a, b, return_exceptions=True)
-        if "reset" in results:
-            _reset(conn)
-            _reset(out)
-        else:
-            conn.close()
-            out.close()
+        pumps = [asyncio.ensure_future(_pump(conn, out)), asyncio.ensure_future(_pump(out, conn))]
+        ended = "eof"
+        for first in asyncio.as_completed(pumps):  # a reset either way ends both at once
+            if await first == "reset":
+                ended = "reset"
+                break
+        for pump in pumps:
+            pump.cancel()
+        for s in (conn, out):
+            if ended == "reset":
+                _reset(s)
+            else:
+                s.close()
 
 
 async def _pump(src: socket.socket, dst: socket.socket) -> str:

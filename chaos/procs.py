@@ -18,7 +18,7 @@ from chaos.errors import TargetError
 from chaos.limits import waiting
 from chaos.wait import STATE_CHANGE_S, wait_until
 
-__all__ = ["ProcSpec", "alive", "proc_state", "run", "signal_group", "spawn", "stop_group"]
+__all__ = ["ProcSpec", "alive", "proc_state", "run", "signal_group", "since_last_start", "spawn", "stop_group"]
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,22 @@ def run(argv: Sequence[str], *, timeout_s: float, what: str = "", **kw: Any) -> 
         raise TargetError(f"{what}: took over {timeout_s:g} s") from exc
 
 
+def _start_mark(name: str) -> str:
+    """The line ``spawn`` writes into a service's log before each start, up to its time."""
+    return f"---- pdchaos: start {name} at "
+
+
+def since_last_start(log: str, name: str) -> str:
+    """The part of a service's log written since its latest start (the whole log if none)."""
+    return log[max(0, log.rfind(_start_mark(name))) :]
+
+
 def spawn(spec: ProcSpec) -> int:
     """Start the process detached (own session), appending to its log; returns the pid."""
     spec.log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **spec.env}
     with open(spec.log, "ab") as log:
-        log.write(f"---- pdchaos: start {spec.name} at {time.time():.6f}: {' '.join(spec.argv)}\n".encode())
+        log.write(f"{_start_mark(spec.name)}{time.time():.6f}: {' '.join(spec.argv)}\n".encode())
         log.flush()
         try:
             proc = subprocess.Popen(spec.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, close_fds=True)

@@ -46,26 +46,33 @@ def remove_toxic(client: ToxiproxyClient, proxy: str, name: str, *, restart_toxi
     created again, where the target can restart it. Without that, ``FaultNotHealed``: the
     stack stays unsteady for what comes after, and says why. Every path that removes a toxic
     (faults, the rig's own tests, fixtures) heals through here."""
-    try:
+    def heal() -> str:
         return "; proxy cycled: its DELETE failed" if client.remove_toxic_or_cycle(proxy, name) else ""
-    except ToxiproxyError as exc:
-        if restart_toxiproxy is None:
-            raise FaultNotHealed(f"cannot remove toxic {name} from {proxy}: {exc}") from exc
-        restart_toxiproxy()
-        return f"; Toxiproxy restarted: its API hung removing the toxic ({exc})"
+
+    return _or_fresh_toxiproxy(heal, "removing the toxic", f"cannot remove toxic {name} from {proxy}", restart_toxiproxy)
 
 
 def enable_proxy(client: ToxiproxyClient, proxy: str, *, restart_toxiproxy: Restarter | None) -> str:
     """Turn a proxy back on, bounded as ``remove_toxic``: a hung API is healed by a fresh
     Toxiproxy (every proxy created enabled) where the target can restart it."""
-    try:
+
+    def heal() -> str:
         client.enable(proxy)
         return ""
+
+    return _or_fresh_toxiproxy(heal, "enabling the proxy", f"cannot enable {proxy}", restart_toxiproxy)
+
+
+def _or_fresh_toxiproxy(heal: Callable[[], str], doing: str, failed: str, restart_toxiproxy: Restarter | None) -> str:
+    """``heal()``'s evidence; if Toxiproxy's API fails it, a fresh Toxiproxy (no toxic, every
+    proxy enabled) where the target can restart one, else ``FaultNotHealed``."""
+    try:
+        return heal()
     except ToxiproxyError as exc:
         if restart_toxiproxy is None:
-            raise FaultNotHealed(f"cannot enable {proxy}: {exc}") from exc
+            raise FaultNotHealed(f"{failed}: {exc}") from exc
         restart_toxiproxy()
-        return f"; Toxiproxy restarted: its API hung enabling the proxy ({exc})"
+        return f"; Toxiproxy restarted: its API hung {doing} ({exc})"
 
 _PROBE_TIMEOUT_S = 1.0
 

@@ -135,9 +135,10 @@ class Faults:
         return link not in self.target.info.proxies and link in getattr(self.target, "packet_links", ())
 
     def _packets(self, link: str, *, mode: str = "", rate_kbit: int | None = None, stream: str = "", **kw: Any):  # type: ignore[no-untyped-def]
-        """A packet fault on ``link``. Its rules act on both directions, so ``stream`` (a
-        Toxiproxy direction) only says where the scenario cares: a KV link blackholed
-        upstream stalls the KV as surely when its acknowledgements vanish too."""
+        """A packet fault on ``link``. ``stream`` (a Toxiproxy direction) is not needed: rules
+        act on both directions of the link's connections (a KV link blackholed upstream
+        stalls the KV as surely when its acknowledgements vanish too), and a crawl shapes the
+        data's way, to the link's ports."""
         return self.apply(PacketFault(self.target, link, mode=mode, rate_kbit=rate_kbit), **kw)  # type: ignore[arg-type]
 
     def _toxiproxy_only(self, link: str, what: str) -> None:
@@ -190,16 +191,18 @@ class Faults:
     def blackhole(self, link: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
         """Everything on the link vanishes; with ``timeout_ms`` Toxiproxy closes the
         connections after it (packet rules keep them hanging: no timeout there)."""
-        if self._by_packets(link) and not timeout_ms:
-            return self._packets(link, mode="blackhole", **kw)
-        self._toxiproxy_only(link, "a blackhole that closes after a timeout")
-        return self.toxic(link, "timeout", timeout=timeout_ms, **kw)
+        return self._timed(link, "blackhole", "timeout", timeout_ms, "a blackhole that closes after a timeout", **kw)
 
     def reset_peer(self, link: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+        return self._timed(link, "reset", "reset_peer", timeout_ms, "a reset after a timeout", **kw)
+
+    def _timed(self, link: str, mode: str, toxic: str, timeout_ms: int, timed: str, **kw: Any):  # type: ignore[no-untyped-def]
+        """Packet rules of ``mode`` at once, or Toxiproxy's ``toxic`` (the only one that can
+        act after ``timeout_ms``)."""
         if self._by_packets(link) and not timeout_ms:
-            return self._packets(link, mode="reset", **kw)
-        self._toxiproxy_only(link, "a reset after a timeout")
-        return self.toxic(link, "reset_peer", timeout=timeout_ms, **kw)
+            return self._packets(link, mode=mode, **kw)
+        self._toxiproxy_only(link, timed)
+        return self.toxic(link, toxic, timeout=timeout_ms, **kw)
 
     def slicer(self, link: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
         self._toxiproxy_only(link, "slicer")

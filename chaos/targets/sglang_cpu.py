@@ -34,7 +34,7 @@ import httpx
 from chaos.errors import ConfigError, FaultNotApplied
 from chaos.faults.packet import PacketLink
 from chaos.netns import Namespace, netem_available
-from chaos.procs import ProcSpec
+from chaos.procs import ProcSpec, since_last_start
 from chaos.shm import remove_orphans
 from chaos.stack import PortPlan, StackConfig
 from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, Capability
@@ -107,7 +107,7 @@ class SGLangCPUStack(EmbeddedStack):
         these ports at each start."""
         ns = Namespace(self.pid("bridge"))
         if link == "kv":
-            log = self._since_start("decode")
+            log = since_last_start(self.logs("decode"), "decode")
             found = [m[-1] for m in (rx.findall(log) for rx in _MOONCAKE_PORTS) if m]
             if len(found) != len(_MOONCAKE_PORTS):
                 raise FaultNotApplied("decode's log since its start names no Mooncake TCP transport or handshake port yet")
@@ -121,11 +121,6 @@ class SGLangCPUStack(EmbeddedStack):
                 raise FaultNotApplied(f"prefill's bootstrap server did not give its ZMQ port ({url}): {exc}") from exc
             return PacketLink(ns, (port,), f"prefill's ZMQ port {port} (decode's handshake and metadata)")
         raise ConfigError(f"the {self.KIND} target breaks no link {link!r} with packet rules; it breaks {', '.join(self.packet_links)}")
-
-    def _since_start(self, service: str) -> str:
-        """The service's log since its latest start (``chaos.procs.spawn`` marks each)."""
-        log = self.logs(service)
-        return log[log.rfind(f"---- pdchaos: start {service} at ") :]
 
     def down(self) -> None:
         """Stop the stack, then remove the /dev/shm files its killed engines could not
