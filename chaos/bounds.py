@@ -17,7 +17,9 @@ class Bounds:
     prefill forward of the suites' prompts; ``recovery_s`` how soon service must return;
     ``restart_s`` how long the target may take to bring a killed engine back (a client that
     retries through a restart needs a budget that spans it); decode declares prefill dead
-    after ``heartbeat_max_failure`` missed heartbeats, ``heartbeat_interval_s`` apart."""
+    after ``heartbeat_max_failure`` missed heartbeats, ``heartbeat_interval_s`` apart;
+    an engine checks whether the client of a non-streaming request is still there every
+    ``disconnect_poll_s`` (a stream's client is missed at the next write)."""
 
     bootstrap_s: float
     waiting_s: float
@@ -25,6 +27,7 @@ class Bounds:
     heartbeat_detect_s: float
     heartbeat_interval_s: float
     heartbeat_max_failure: int
+    disconnect_poll_s: float
     router_timeout_s: float
     router_max_retries: int  # smg's attempts per request, the first among them (smg 1.13: --retry-max-retries 2 makes 2)
     slack_s: float
@@ -44,6 +47,12 @@ class Bounds:
         progress ends, plus the slack."""
         return self.slack_s + self.forward_s
 
+    @property
+    def abandon_s(self) -> float:
+        """How long an engine may hold a non-streaming request whose client hung up: until
+        its next check that the client is there, then as long as an abort."""
+        return self.disconnect_poll_s + self.abort_s
+
     @classmethod
     def of(cls, info: StackInfo) -> "Bounds":
         c = info.config
@@ -55,6 +64,7 @@ class Bounds:
             heartbeat_detect_s=float(t["heartbeat_detect_s"]),
             heartbeat_interval_s=float(t["heartbeat_interval_s"]),
             heartbeat_max_failure=int(t["heartbeat_max_failure"]),
+            disconnect_poll_s=float(t["disconnect_poll_s"]),
             router_timeout_s=float(c["router_request_timeout_s"]),
             router_max_retries=int(c.get("router_max_retries", 5)),  # smg's default
             slack_s=float(c.get("slack_s", 1.5)),

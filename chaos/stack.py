@@ -49,11 +49,16 @@ class Timeouts:
     # after a KV link comes back, service returns only at the next probe.
     session_probe_s: float = 2.0
     session_probe_max_s: float = 4.0
+    # SGLang 0.5.23 notices that the client of a non-streaming request went away only when
+    # its wait for the engine's output times out, every SGLANG_REQUEST_STATE_WAIT_TIMEOUT
+    # (4 s by default; tokenizer_manager's _stream_one_response): until then the abandoned
+    # request keeps its queue slot and KV.
+    disconnect_poll_s: int = 1
 
     # SGLang reads these as integers (``EnvInt``); "3.0" would be ignored with a warning and
     # the 300 s default kept, so they are written and accepted as whole seconds only. The
     # inflight watchdog's variable is pdsim's (the patched engine), read the same way.
-    INTEGER = ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_max_failure")
+    INTEGER = ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_max_failure", "disconnect_poll_s")
     ENV = {
         "bootstrap_s": "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
         "waiting_s": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
@@ -62,6 +67,7 @@ class Timeouts:
         "heartbeat_max_failure": "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE",
         "session_probe_s": "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S",
         "session_probe_max_s": "SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S",
+        "disconnect_poll_s": "SGLANG_REQUEST_STATE_WAIT_TIMEOUT",
     }
 
     @classmethod

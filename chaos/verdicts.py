@@ -66,11 +66,14 @@ SAMPLE_TOLERANCE_S = 0.25  # a gauge change is seen up to two 10 Hz samples late
 class Since(enum.StrEnum):
     """The moment a bound's clock starts: the first fault's injection, the last fault's
     injection (the one that struck while earlier ones set the stage: decode killed while
-    its KV link crawls), the last heal, or the moment the system went quiet (healed and no
-    request open)."""
+    its KV link crawls), the first request sent after the first fault (a per-request
+    watchdog's clock, such as SGLang's bootstrap or waiting timeout, starts when its request
+    reaches the engine, never before the client sent it), the last heal, or the moment the
+    system went quiet (healed and no request open)."""
 
     FAULT = "fault"
     LAST_FAULT = "last fault"
+    REQUEST = "first request into the fault"
     HEAL = "heal"
     QUIET = "quiet"
 
@@ -81,6 +84,9 @@ def _start(h: History, since: Since) -> float | None:
         return h.first_fault_t()
     if since is Since.LAST_FAULT:
         return h.last_fault_t()
+    if since is Since.REQUEST:
+        fault = h.first_fault_t()
+        return None if fault is None else min((o.invoke.t for o in h.ops() if o.invoke.t >= fault), default=None)
     heal = h.last_heal_t()
     if since is Since.HEAL or heal is None:
         return heal
@@ -258,7 +264,8 @@ def _increments(series: list[tuple[float, float]]) -> list[float]:
 
 def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: float, since: Since = Since.FAULT) -> Check:
     """The failure counter a watchdog bumps rose within [T, T + slack] after the first fault
-    (``Since.FAULT``) or after the last heal (``Since.HEAL``: the watchdog's clock starts
+    (``Since.FAULT``), after the first request sent into it (``Since.REQUEST``: for a
+    watchdog whose clock each request starts), or after the last heal (``Since.HEAL``: the watchdog's clock starts
     when a healed service resumes work), T being ``timeout_s``: it fired, neither early nor
     late. A heal takes effect at some moment while it runs, so the window opens T after the
     heal began and closes T + slack after it was done; times are given from its start."""
@@ -271,7 +278,7 @@ def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: flo
         done = _start(h, since)
         series = h.counter_series(source, counter_name)
         if done is None or not series:
-            return Verdict(vname, Status.UNKNOWN, "no fault or no samples of the counter")
+            return Verdict(vname, Status.UNKNOWN, f"no {since.value} or no samples of the counter")
         began = h.last_heal_began_t() if since is Since.HEAL else None
         ref = done if began is None else began
         lo, hi = ref + timeout_s - SAMPLE_TOLERANCE_S, done + timeout_s + slack_s

@@ -25,7 +25,7 @@ def test_handshake_blackholed(scenario, workload, faults, bounds):
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
-        v.watchdog_fired("prefill bootstrap", PREFILL_BOOTSTRAP_FAILED, timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s),
+        v.watchdog_fired("prefill bootstrap", PREFILL_BOOTSTRAP_FAILED, timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s, since=v.Since.REQUEST),
     )
     with faults.blackhole("control", stream="upstream"):
         workload.conversations(agents=3, rounds=1, deadlines=deadlines, phase=Phase.FAULT).run()

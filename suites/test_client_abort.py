@@ -37,4 +37,4 @@ def test_clients_give_up_before_the_reply(scenario, workload, faults, bounds):
     with faults.by_clients("8 non-stream requests abandoned after 0.3 s"):
         workload.background(bodies, deadlines=impatient).join()
     scenario.require(v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every request was still unanswered when its client gave up"))
-    scenario.settle(GAUGES, within_s=bounds.abort_s)
+    scenario.settle(GAUGES, within_s=bounds.abandon_s)

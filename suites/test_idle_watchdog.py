@@ -27,7 +27,7 @@ def test_lone_request_with_a_stalled_handshake(scenario, workload, faults, bound
     scenario.judge(
         v.every_request_terminal(within_s=lone.total_s),
         v.failed_requests_are_clean(),
-        v.watchdog_fired("prefill bootstrap", PREFILL_BOOTSTRAP_FAILED, timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s),
+        v.watchdog_fired("prefill bootstrap", PREFILL_BOOTSTRAP_FAILED, timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s, since=v.Since.REQUEST),
     )
     with faults.blackhole("control", stream="upstream"):
         workload.request("/v1/chat/completions", workload.chat("alone", max_tokens=4, stream=True), deadlines=lone)

@@ -50,7 +50,7 @@ def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bound
     scenario.judge(
         v.every_request_terminal(within_s=bounds.waiting_s + 2 * bounds.slack_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s, phase=Phase.FAULT),
-        v.watchdog_fired("decode waiting", DECODE_TRANSFER_FAILED, timeout_s=bounds.waiting_s, slack_s=bounds.slack_s),
+        v.watchdog_fired("decode waiting", DECODE_TRANSFER_FAILED, timeout_s=bounds.waiting_s, slack_s=bounds.slack_s, since=v.Since.REQUEST),
     )
     fault = faults.blackhole("kv", stream="upstream") if stall == "blackhole" else faults.bandwidth("kv", 1, stream="upstream")
     with fault:

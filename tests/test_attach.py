@@ -101,7 +101,7 @@ def _foreign_stack_file(tmp_path: Path, state_dir: Path) -> Path:
         "endpoints": {k: info["endpoints"][k] for k in ("client", "router", "router_metrics", "prefill", "decode", "toxiproxy")},
         "proxies": info["proxies"],
         "services": services,
-        "timeouts": {k: info["config"]["timeouts"][k] for k in ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_interval_s", "heartbeat_max_failure")},
+        "timeouts": {k: info["config"]["timeouts"][k] for k in ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_interval_s", "heartbeat_max_failure", "disconnect_poll_s")},
         "router": {"request_timeout_s": info["config"]["router_request_timeout_s"], "cb_timeout_s": info["config"]["router_cb_timeout_s"]},
         "bounds": {"startup_timeout_s": 30},
     }

@@ -93,6 +93,26 @@ def test_watchdog_fired_after_a_slow_heal_counts_from_when_the_heal_began():
     assert status(check, on_time) is v.Status.PASS and "it took 1.30s" in check(on_time).message
     assert status(check, early) is v.Status.FAIL and "+9.30s" in check(early).message
 
+
+def test_watchdog_fired_per_request_counts_from_the_first_request_into_the_fault():
+    """SGLang's bootstrap timeout starts when a request reaches prefill: on a slow machine
+    the first request went out 1.1 s after the blackhole and the counter rose 4.63 s after
+    the fault, 3.53 s after that request, inside the window [3, 4.5] counted from it. A rise earlier than
+    T after the first request cannot be that request's watchdog; before any request the
+    verdict has nothing to count from."""
+    check = v.watchdog_fired("bootstrap", Metric("prefill", "fails"), timeout_s=3, slack_s=1.5, since=v.Since.REQUEST)
+    on_time, early, idle = History(), History(), History()
+    for h, rise in ((on_time, 5.6), (early, 4.0), (idle, 5.6)):
+        fault(h, 1.0, 8.0)
+        op(h, "before", 0.2, 0.5)  # the baseline's, before the fault: not the clock's start
+        if h is not idle:
+            op(h, "a", 2.1, 5.7, Outcome.CLEAN_ERROR)
+        series(h, "prefill", "fails", [(t / 10, 1.0 if t / 10 >= rise else 0.0) for t in range(0, 100)])
+    assert status(check, on_time) is v.Status.PASS and "3.50s after the first request into the fault" in check(on_time).message
+    assert status(check, early) is v.Status.FAIL and "+1.90s" in check(early).message
+    assert status(check, idle) is v.Status.UNKNOWN
+
+
 def test_no_leak():
     check = v.no_leak(gauges=[("prefill", "inflight")], within_s=3)
     back, stuck, blind = History(), History(), History()

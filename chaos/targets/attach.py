@@ -26,7 +26,7 @@ __all__ = ["AttachedStack", "DESTRUCTIVE_HINT"]
 
 DESTRUCTIVE_HINT = "pass --allow-destructive to let pd-chaos kill, freeze and restart services of a stack it did not start"
 # SGLang's and smg's own defaults: what a deployment runs with unless its stack file says otherwise.
-_DEFAULT_TIMEOUTS = {"bootstrap_s": 300.0, "waiting_s": 300.0, "inflight_s": 300.0, "heartbeat_interval_s": 5.0, "heartbeat_max_failure": 2}
+_DEFAULT_TIMEOUTS = {"bootstrap_s": 300.0, "waiting_s": 300.0, "inflight_s": 300.0, "heartbeat_interval_s": 5.0, "heartbeat_max_failure": 2, "disconnect_poll_s": 4.0}
 _DEFAULT_ROUTER = {"request_timeout_s": 1800.0, "cb_timeout_s": 60.0, "max_retries": 5}
 _DEFAULT_BOUNDS = {"slack_s": 1.5, "forward_s": 2.0, "recovery_s": 10.0, "restart_s": 120.0, "startup_timeout_s": 120.0, "command_timeout_s": 30.0}
 _PROCESS_COMMANDS = ("running", "frozen", "kill", "start", "restart", "freeze", "thaw")

@@ -20,6 +20,7 @@
         start: systemctl start sglang-decode
         ...
     timeouts: {bootstrap_s: 300, waiting_s: 300, inflight_s: 300}   # what the engines run with
+                                            # (also disconnect_poll_s: SGLANG_REQUEST_STATE_WAIT_TIMEOUT)
     router: {request_timeout_s: 1800}
 
 Validated with a JSON Schema (jsonschema): every error names the field, such as
@@ -83,6 +84,7 @@ SCHEMA: dict[str, Any] = {
                 "inflight_s": _SECONDS,
                 "heartbeat_interval_s": _SECONDS,
                 "heartbeat_max_failure": {"type": "integer", "minimum": 1},
+                "disconnect_poll_s": _SECONDS,
             },
         },
         "router": {
