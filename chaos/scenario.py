@@ -27,14 +27,13 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 from chaos import verdicts as v
 from chaos.bounds import Bounds
 from chaos.errors import RigError
-from chaos.faults.base import ENGINES
 from chaos.growth import CHECKPOINT, Limit
 from chaos.history import History, Phase, TriggerFired
 from chaos.pipeline import Metric
 from chaos.reports.growth import render_growth
 from chaos.reports.logs import LogCursor, capture_logs
 from chaos.sampler import PROCS, PROCS_INTERVAL_S, Sampler
-from chaos.targets.base import Capability, Target
+from chaos.targets.base import ENGINES, Capability, Target
 from chaos.triggers import Condition, Signal, gauge, log_line
 from chaos.wait import HTTP_CALL_S
 from chaos.workloads import Workload

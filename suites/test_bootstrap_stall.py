@@ -20,6 +20,7 @@ from chaos.pipeline import ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLI
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("control_link")]
 
 
+@pytest.mark.smoke
 def test_handshake_blackholed(scenario, workload, faults, bounds):
     deadlines = Deadlines(read_s=bounds.waiting_s + 2 * bounds.slack_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
     scenario.judge(

@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.fault("client")]
 GAUGES = ENGINE_QUEUES + ROUTER_INFLIGHT + (Metric("decode", "num_used_tokens"), Metric("prefill", "num_used_tokens"))
 
 
+@pytest.mark.smoke
 def test_abort_storm_mid_stream(scenario, workload, faults, bounds):
     with faults.by_clients("abort storm: 16 streams hung up after 2 events"):
         workload.abort_storm(16, after_events=2)

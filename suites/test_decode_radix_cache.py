@@ -39,6 +39,7 @@ def stack(stack_factory):
         yield target
 
 
+@pytest.mark.smoke
 def test_replies_from_the_decode_cache_equal_their_reference_across_a_decode_restart(scenario, workload, faults, bounds):
     def uncached(rnd: int) -> None:  # the reference: neither engine's cache serves any of it
         scenario.flush_cache("prefill")

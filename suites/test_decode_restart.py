@@ -102,6 +102,7 @@ def test_decode_dies_while_prefill_holds_pending_kv(scenario, workload, faults, 
     scenario.settle(PREFILL_QUEUES + ROUTER_INFLIGHT, within_s=freed)
 
 
+@pytest.mark.smoke
 def test_decode_restarted_alone_while_prefill_holds_rooms(scenario, workload, faults, bounds):
     """The seed incident's question, asked of any engine, watchdog or not. Prefill is held
     (frozen) while four agents' requests reach decode; decode is killed and restarted alone

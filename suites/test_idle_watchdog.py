@@ -33,6 +33,7 @@ def test_lone_request_with_a_stalled_handshake(scenario, workload, faults, bound
         workload.request("/v1/chat/completions", workload.chat("alone", max_tokens=4, stream=True), deadlines=lone)
 
 
+@pytest.mark.smoke
 @pytest.mark.needs("process_control", "inflight_watchdog")
 def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
     pinned = bounds.inflight_s + bounds.forward_s + bounds.slack_s  # the watchdog's bound, forward included

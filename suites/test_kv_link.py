@@ -39,6 +39,7 @@ def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
         workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).run()
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("stall", ["blackhole", "crawl"])
 def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bounds, stall):
     """blackhole: no KV byte arrives (WaitingForInput); crawl: 1 KB/s lets the transfer

@@ -37,6 +37,7 @@ def _deadlines(bounds) -> Deadlines:
 
 
 @pytest.mark.needs("live_queue_gauges", "transfer_window")  # its trigger acts inside the transfer; its oracle is decode's queues
+@pytest.mark.smoke
 def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
     scenario.judge(
         v.every_request_terminal(within_s=bounds.router_timeout_s),

@@ -36,6 +36,7 @@ def test_blackholed_proxy_times_clients_out_before_the_router(scenario, workload
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("wedge", ["limit_data", "reset_peer", "down"])
 def test_wedged_proxy_gives_errors_not_hangs(scenario, workload, faults, bounds, wedge):
     d = _deadlines(bounds)

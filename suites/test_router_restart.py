@@ -20,6 +20,7 @@ from chaos.triggers import gauge
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
 
+@pytest.mark.smoke
 def test_router_killed_under_load(scenario, workload, faults, bounds):
     deadlines = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.slack_s * 2, total_s=bounds.router_timeout_s)
     scenario.judge(v.every_request_terminal(within_s=deadlines.ends_within_s), v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.CLEAN_ERROR}))

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-__all__ = ["ENGINES", "Fault"]
-
-
-ENGINES = ("prefill", "decode")
+__all__ = ["Fault"]
 
 
 class Fault(ABC):

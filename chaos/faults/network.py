@@ -19,8 +19,8 @@ from typing import Callable
 import httpx
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, ToxiproxyError
-from chaos.faults.base import ENGINES, Fault
-from chaos.targets.base import Capability, Target
+from chaos.faults.base import Fault
+from chaos.targets.base import ENGINES, Capability, Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
 
 __all__ = ["ProxyDown", "ToxicFault", "enable_proxy", "remove_toxic", "toxiproxy_restarter"]

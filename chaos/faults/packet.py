@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from chaos.errors import FaultNotApplied, FaultNotHealed
-from chaos.faults.base import ENGINES, Fault
+from chaos.faults.base import Fault
 from chaos.netns import MODES, Counters, Namespace
+from chaos.targets.base import ENGINES
 
 __all__ = ["PacketFault", "PacketLink", "PacketLinks"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, TargetError
-from chaos.faults.base import ENGINES, Fault
-from chaos.targets.base import Target
+from chaos.faults.base import Fault
+from chaos.targets.base import ENGINES, Target
 from chaos.wait import wait_until
 
 __all__ = ["Freeze", "Kill", "Restart", "Terminate"]

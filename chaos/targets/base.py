@@ -11,9 +11,10 @@ from typing import Protocol, runtime_checkable
 
 from chaos.stack import StackInfo
 
-__all__ = ["Capability", "REAL_SGLANG", "REAL_SGLANG_LINKS", "SERVICES", "Target"]
+__all__ = ["Capability", "ENGINES", "REAL_SGLANG", "REAL_SGLANG_LINKS", "SERVICES", "Target"]
 
 SERVICES = ("toxiproxy", "prefill", "decode", "router")
+ENGINES = ("prefill", "decode")
 
 
 class Capability(enum.Enum):

@@ -22,7 +22,7 @@ from chaos.errors import ConfigError, TargetError
 from chaos.ports import ensure_free
 from chaos.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group
 from chaos.stack import LOOPBACK, PROXIES, PortPlan, StackConfig, StackInfo
-from chaos.targets.base import SERVICES, Capability
+from chaos.targets.base import ENGINES, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
 from chaos.tools import smg_binary, toxiproxy_binary
 from chaos.toxiproxy import ToxiproxyClient
@@ -60,15 +60,32 @@ class EmbeddedStack:
         stack = cls(info)
         specs = cls._specs(cfg, ports, state_dir)
         try:
-            for name in cls.START_ORDER:
-                stack._launch(specs[name])
-                if name == "toxiproxy":
+            for wave in cls._waves():
+                for name in wave:
+                    stack._spawn(specs[name])
+                for name in wave:
+                    stack._wait_ready(name)
+                if "toxiproxy" in wave:
                     create_proxies(info)
             warm_up(info, timeout_s=cfg.startup_timeout_s)
         except BaseException:
             stack.down()
             raise
         return stack
+
+    @classmethod
+    def _waves(cls) -> list[tuple[str, ...]]:
+        """``START_ORDER`` in groups that start side by side: the engines need nothing of
+        each other until a request comes (decode meets prefill per request, at its bootstrap
+        server), so they start together (a warm SGLang-on-CPU stack: up in 51 s, 60 s one
+        engine after the other, on 2 cores); every other service waits for those before it."""
+        waves: list[tuple[str, ...]] = []
+        for name in cls.START_ORDER:
+            if name in ENGINES and waves and waves[-1][0] in ENGINES:
+                waves[-1] += (name,)
+            else:
+                waves.append((name,))
+        return waves
 
     @classmethod
     def attach(cls, state_dir: Path) -> "EmbeddedStack":
@@ -142,10 +159,13 @@ class EmbeddedStack:
         }
 
     def _launch(self, spec: ProcSpec) -> None:
+        self._spawn(spec)
+        self._wait_ready(spec.name)
+
+    def _spawn(self, spec: ProcSpec) -> None:
         pid = spawn(self._placed(spec))
         self.info.services[spec.name] = {"pid": pid, **spec.to_json()}
         self.info.save()
-        self._wait_ready(spec.name)
 
     def _wait_ready(self, service: str) -> None:
         pid = self.pid(service)
