@@ -23,7 +23,7 @@ from chaos.scenario import Scenario
 from chaos.session import SEED, SOAK, TARGET, xdist_worker
 from chaos.soak import Soak
 from chaos.stack_factory import StackFactory, session_defects
-from chaos.targets.base import Target
+from chaos.targets.base import Capability, Target
 from chaos.targets.bringup import served_model
 from chaos.toxiproxy import ToxiproxyClient
 from chaos.verdicts import KnownIssueSeen
@@ -154,8 +154,9 @@ def scenario(stack: Target, history: History, sampler: Sampler, workload: Worklo
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
     """Run, then judge: a scenario's verdicts run after its body, even when the body raised
     (the history then still says what it proves; the body's error stays the outcome). A
-    verdict a ``known_issue`` mark names, failing alone, makes the test xfail with the
-    issue's words; passing, it fails the test (strict)."""
+    verdict a ``known_issue`` mark names (on a target lacking its ``lacking`` capability, if
+    it names one), failing alone, makes the test xfail with the issue's words; passing, it
+    fails the test (strict)."""
     scenario = pyfuncitem.funcargs.get("scenario")
     try:
         result = yield
@@ -164,7 +165,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
             scenario.conclude(body_failed=True)
         raise
     if isinstance(scenario, Scenario):
-        known = {m.args[0]: m.kwargs["reason"] for m in pyfuncitem.iter_markers("known_issue")}
+        marks = pyfuncitem.iter_markers("known_issue")
+        known = {m.args[0]: m.kwargs["reason"] for m in marks if "lacking" not in m.kwargs or not scenario.has(Capability(m.kwargs["lacking"]))}
         try:
             scenario.conclude(body_failed=False, known=known)
         except KnownIssueSeen as seen:

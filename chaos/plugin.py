@@ -34,7 +34,7 @@ MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client, engine, load)",
     "needs(*capabilities): capabilities the target must have (" + ", ".join(c.value for c in Capability) + "); the test skips with a reason otherwise",
     "smoke: one scenario for each way a target starts a stack and injects a fault (a toxic, a proxy down, kill, restart, freeze, SIGTERM, a client hanging up): `-m smoke` shows in minutes that a target's driver carries every fault; the verdicts are the suites' own",
-    "known_issue(verdict, reason=...): a known upstream behaviour fails this verdict: failing alone it makes the test xfail with the reason; passing, it fails the test (strict)",
+    "known_issue(verdict, reason=..., lacking=None): a known upstream behaviour fails this verdict (on targets lacking the capability `lacking`, if given): failing alone it makes the test xfail with the reason; passing, it fails the test (strict)",
 )
 
 

@@ -9,11 +9,14 @@ window has closed (the sampler reads /metrics, which is not a request).
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from chaos import verdicts as v
 from chaos.client import Deadlines
 from chaos.pipeline import DECODE_TRANSFER_QUEUE, PREFILL_BOOTSTRAP_FAILED, PREFILL_TRANSFER_FAILED, Metric
+from chaos.targets.base import Capability
 from chaos.triggers import gauge, quiet
 
 pytestmark = [pytest.mark.fault("network")]
@@ -33,18 +36,39 @@ def test_lone_request_with_a_stalled_handshake(scenario, workload, faults, bound
         workload.request("/v1/chat/completions", workload.chat("alone", max_tokens=4, stream=True), deadlines=lone)
 
 
+FROZEN_DECODE_PINS = (
+    "KNOWN ISSUE SGLang 0.5.23 (mooncake_tcp): while its decode is frozen (alive, its sockets open, "
+    "nothing read), prefill holds the room in its inflight queue until the request's client goes away; "
+    "no engine timeout applies once the handshake is done (upstream has no inflight watchdog), so the "
+    "only bounds are the client's deadline and smg's --request-timeout-secs (1800 s by default). "
+    "Evidence: num_prefill_inflight_queue_reqs stays 1 for the whole freeze (28 s in a run held 60 s, "
+    "freed 0.04 s after the client's 30 s deadline passed)"
+)
+
+
 @pytest.mark.smoke
-@pytest.mark.needs("process_control", "inflight_watchdog")
+@pytest.mark.needs("process_control")
+@pytest.mark.known_issue("no_leak", reason=FROZEN_DECODE_PINS, lacking="inflight_watchdog")
 def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
-    pinned = bounds.inflight_s + bounds.forward_s + bounds.slack_s  # the watchdog's bound, forward included
-    lone = Deadlines(read_s=pinned + bounds.slack_s, total_s=pinned + bounds.slack_s)
+    """Decode is frozen once it waits for the lone request's KV: alive, its sockets open,
+    nothing read, so prefill's transfer never completes and nothing else wakes prefill. An
+    engine with an inflight watchdog must free the room by it. What a user needs of any
+    engine: prefill lets go of the room within the bound the pair itself sets on a transfer,
+    decode's waiting timeout (decode gives up on that KV then; prefill holding it longer
+    serves no one), or the watchdog's where there is one; the forward and the slack on top."""
+    watchdog = scenario.has(Capability.INFLIGHT_WATCHDOG)
+    released = (bounds.inflight_s if watchdog else bounds.waiting_s) + bounds.forward_s + bounds.slack_s
+    lone = Deadlines(read_s=released + bounds.slack_s, total_s=released + bounds.slack_s)
     scenario.judge(
-        v.watchdog_fired("prefill inflight", PREFILL_TRANSFER_FAILED, timeout_s=bounds.inflight_s, slack_s=bounds.forward_s + bounds.slack_s),
         v.every_request_terminal(within_s=lone.ends_within_s),
+        v.no_leak(gauges=PREFILL_HOLDS, within_s=released, since=v.Since.LAST_FAULT),
+        *([v.watchdog_fired("prefill inflight", PREFILL_TRANSFER_FAILED, timeout_s=bounds.inflight_s, slack_s=bounds.forward_s + bounds.slack_s)] if watchdog else []),
     )
-    request = workload.background([workload.chat("word " * 1500, max_tokens=4)], deadlines=lone)  # a 1.5 s forward
-    try:
-        with faults.freeze("decode", when=gauge(*DECODE_TRANSFER_QUEUE) > 0, deadline_s=5, until=quiet(PREFILL_HOLDS), hold_s=pinned + 1):
-            pass  # decode stays frozen until prefill let go (or the bound passed): nothing else is sent
-    finally:
-        request.join()
+    # Frozen inside the transfer: a real engine moves this KV in milliseconds, so the kv link
+    # crawls (faults.transfer_window) until decode is frozen, then heals; the freeze stays
+    # until prefill let go (or the bound passed). Nothing else is sent.
+    with contextlib.ExitStack() as frozen:
+        with faults.transfer_window():
+            request = workload.background([workload.chat("word " * 1500, max_tokens=4)], deadlines=lone)  # a 1.5 s forward on pdsim
+            frozen.callback(request.join)
+            frozen.enter_context(faults.freeze("decode", when=gauge(*DECODE_TRANSFER_QUEUE) > 0, deadline_s=5, until=quiet(PREFILL_HOLDS), hold_s=released + 1))

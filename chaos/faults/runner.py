@@ -193,6 +193,19 @@ class Faults:
         connections after it (packet rules keep them hanging: no timeout there)."""
         return self._timed(link, "blackhole", "timeout", timeout_ms, "a blackhole that closes after a timeout", **kw)
 
+    @contextmanager
+    def partition(self, link: str) -> Iterator[None]:
+        """Nothing crosses the link either way, and no close or reset is passed on: a peer
+        lost behind a partition (a dead host; RDMA, where no kernel resets a connection).
+        Packet rules drop both directions; on a Toxiproxy link, a blackhole on each stream
+        (its timeout toxic reads nothing, so it passes on no close either)."""
+        if self._by_packets(link):
+            with self._packets(link, mode="blackhole"):
+                yield
+            return
+        with self.blackhole(link, stream="downstream"), self.blackhole(link, stream="upstream"):
+            yield
+
     def reset_peer(self, link: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
         return self._timed(link, "reset", "reset_peer", timeout_ms, "a reset after a timeout", **kw)
 
