@@ -24,8 +24,10 @@ suites-sglang: setup-sglang
 suites-compose: docker
 	scripts/pytest.sh suites --target compose $(PYTEST_ARGS)
 
-# Two workers (this machine has two cores); tests of real SGLang stay on one of them.
+# ruff and mypy first (scripts/check.sh); then two workers (this machine has two cores),
+# tests of real SGLang staying on one of them.
 test: setup docker
+	scripts/check.sh
 	scripts/pytest.sh tests -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 mutants: setup

@@ -1,5 +1,5 @@
-"""``pdchaos``: bring a stack up and down, show its status, act on one of its services,
-redraw reports, run the kill matrix.
+"""``pdchaos``: bring a stack up and down, show its status, act on one of its services or
+links, redraw reports, run the kill matrix.
 
 Every error is one line on stderr and a non-zero exit; nothing is left running after a
 failed ``up``.
@@ -16,6 +16,7 @@ from pathlib import Path
 
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
+from chaos.faults.held import ACTIONS, link_command
 from chaos.ports import BASES
 from chaos.stack import STACK_PORTS, StackConfig
 from chaos.targets.base import SERVICES, Target
@@ -41,6 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     svc = sub.add_parser("svc", help="act on one service of the stack (what an attach stack file's commands may call)")
     svc.add_argument("action", choices=("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs"), help="running/frozen answer by exit status (0 = yes)")
     svc.add_argument("service", choices=SERVICES)
+    lnk = sub.add_parser("link", help="break or heal an engine link of the stack with packet rules (sglang-cpu), one call at a time: what an attach stack file's links commands may call")
+    lnk.add_argument("link", choices=("kv", "control"))
+    lnk.add_argument("action", choices=ACTIONS, help="active answers by exit status (0 = a fault is on the link)")
+    lnk.add_argument("--rate-kbit", type=int, help="crawl: the link's rate in kbit/s")
+    sfile = sub.add_parser("stack-file", help="print the attach stack file of the stack: its endpoints, and pdchaos svc and link calls as its commands")
+    sfile.add_argument("--links", default=None, help="links to give commands for, comma-separated (default: those the stack breaks with packet rules)")
     doc = sub.add_parser("doctor", help="read-only live look: where is a stuck request stuck (never injects a fault)")
     doc.add_argument("--target", choices=TARGETS, help="the stack in --state-dir (default), or attach with --stack-file")
     doc.add_argument("--stack-file", type=Path, help="YAML description of a deployment pd-chaos did not start (implies --target attach)")
@@ -114,6 +121,15 @@ def _svc(target: Target, action: str, service: str) -> int:
         return 0
     getattr(target, action)(service)
     return 0
+
+
+def _stack_file(target: Target, links: str | None) -> str:
+    import yaml
+
+    from chaos.targets.stackfile import describe
+
+    chosen = tuple(getattr(target, "packet_links", ())) if links is None else tuple(x for x in links.split(",") if x)
+    return yaml.safe_dump(describe(target.info, str(Path(sys.argv[0]).resolve()), links=chosen), sort_keys=False, width=200)
 
 
 def _mutants(args: argparse.Namespace) -> int:
@@ -217,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
             print("stack down")
         elif args.command == "svc":
             return _svc(load_target(args.state_dir), args.action, args.service)
+        elif args.command == "link":
+            status, line = link_command(load_target(args.state_dir), args.link, args.action, rate_kbit=args.rate_kbit)
+            print(line)
+            return status
+        elif args.command == "stack-file":
+            print(_stack_file(load_target(args.state_dir), args.links), end="")
         elif args.command == "doctor":
             return _doctor(args)
         elif args.command == "mutants":

@@ -69,7 +69,11 @@ def context_of(request: dict[str, Any]) -> str:
 def total_deadline(total_s: float, sent: float, close: Callable[[], object], expired: threading.Event) -> Iterator[None]:
     """While inside: once ``total_s`` has passed since ``sent`` (monotonic), set ``expired``
     and ``close`` the response, so that no read can outlive the request's total deadline."""
-    timer = threading.Timer(max(0.0, total_s - (time.monotonic() - sent)), lambda: (expired.set(), close()))
+    def expire() -> None:
+        expired.set()
+        close()
+
+    timer = threading.Timer(max(0.0, total_s - (time.monotonic() - sent)), expire)
     timer.daemon = True
     timer.start()
     try:

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, TypeVar
 
 __all__ = [
     "Chunk",
@@ -168,7 +168,8 @@ class VerdictRecord:
 
 
 Record = Invoke | Chunk | Complete | FaultEvent | Sample | TriggerFired | LogEvent | VerdictRecord
-_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, VerdictRecord)}  # type: ignore[attr-defined]
+R = TypeVar("R", Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, VerdictRecord)
+_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, VerdictRecord)}
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,21 @@ class Op:
     @property
     def latency(self) -> float | None:
         return self.complete.t - self.invoke.t if self.complete else None
+
+
+@dataclass(frozen=True)
+class Done(Op):
+    """An op that completed: its completion is known, which the type says."""
+
+    complete: Complete
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.complete.outcome
+
+    @property
+    def latency(self) -> float:
+        return self.complete.t - self.invoke.t
 
 
 def _encode(rec: Record) -> str:
@@ -220,7 +236,7 @@ class History:
     def now(self) -> float:
         return time.monotonic() - self.started
 
-    def append(self, rec: Record) -> Record:
+    def append(self, rec: R) -> R:
         with self._lock:
             self.records.append(rec)
             if self._file is not None:

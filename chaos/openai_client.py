@@ -15,7 +15,6 @@ import threading
 import time
 from typing import Any
 
-import httpx
 import openai
 
 from chaos.client import Deadlines, context_of, ending, total_deadline, trace_headers
@@ -47,7 +46,7 @@ class OpenAIClient:
     def __init__(self, base_url: str, history: History, deadlines: Deadlines, *, model: str) -> None:
         self.history, self.deadlines, self.model = history, deadlines, model
         d = deadlines
-        timeout = httpx.Timeout(min(d.read_s, d.total_s), connect=min(d.connect_s, d.total_s), pool=d.connect_s, write=d.connect_s)
+        timeout = openai.Timeout(min(d.read_s, d.total_s), connect=min(d.connect_s, d.total_s), pool=d.connect_s, write=d.connect_s)
         self._client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="pd-chaos", timeout=timeout, max_retries=0)
 
     def close(self) -> None:

@@ -34,8 +34,8 @@ class ProcSpec:
         return {"argv": list(self.argv), "env": self.env, "log": str(self.log)}
 
     @classmethod
-    def from_json(cls, name: str, raw: dict[str, object]) -> "ProcSpec":
-        return cls(name, tuple(raw["argv"]), dict(raw["env"]), Path(str(raw["log"])))  # type: ignore[arg-type]
+    def from_json(cls, name: str, raw: dict[str, Any]) -> "ProcSpec":
+        return cls(name, tuple(raw["argv"]), dict(raw["env"]), Path(str(raw["log"])))
 
 
 def run(argv: Sequence[str], *, timeout_s: float, what: str = "", **kw: Any) -> subprocess.CompletedProcess[str]:

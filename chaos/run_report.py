@@ -12,7 +12,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Generator
 
 import pytest
 
@@ -55,7 +55,7 @@ RIG_ERROR = "pdchaos_rig_error"  # a call-phase report's user property: the rig 
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     """A rig error in the test body (a trigger that never fired, a fault not applied, a
     premise not met) is marked, so that it is reported as an error, never as a failed
     verdict; with ``--stop-at-verdict`` the first failed verdict ends the session."""
@@ -102,7 +102,7 @@ def outcome_of(item: pytest.Item) -> tuple[str, float, str, str]:
     if reason:
         outcome = "xfailed" if rep.skipped else "xpassed"
     elif rep.failed:
-        outcome = "failed" if rep is call and not rig_error(rep) else "error"
+        outcome = "failed" if call is not None and rep is call and not rig_error(call) else "error"
     else:
         outcome = rep.outcome
     message = _crash_message(rep) if rep.failed else ""
@@ -135,7 +135,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         latest.symlink_to(folder.name)
 
 
-def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     results = _results(config)
     if not results:
         return

@@ -60,16 +60,16 @@ class Signal:
 
         return Condition(f"{self.source}:{self.metric} {sym} {value:g}", check)
 
-    def __gt__(self, value: float) -> Condition:  # type: ignore[override]
+    def __gt__(self, value: float) -> Condition:
         return self._cond(operator.gt, ">", value)
 
-    def __ge__(self, value: float) -> Condition:  # type: ignore[override]
+    def __ge__(self, value: float) -> Condition:
         return self._cond(operator.ge, ">=", value)
 
-    def __lt__(self, value: float) -> Condition:  # type: ignore[override]
+    def __lt__(self, value: float) -> Condition:
         return self._cond(operator.lt, "<", value)
 
-    def __le__(self, value: float) -> Condition:  # type: ignore[override]
+    def __le__(self, value: float) -> Condition:
         return self._cond(operator.le, "<=", value)
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterable, Iterator
+from typing import Callable, Collection, Iterable, Iterator, Sequence
 
 from chaos.errors import PremiseNotMet
 from chaos.growth import Limit, fit
-from chaos.history import History, LogEvent, Op, Outcome, Phase, Sample, VerdictRecord
+from chaos.history import Done, History, LogEvent, Op, Outcome, Phase, Sample, VerdictRecord
 from chaos.pipeline import CIRCUIT_FAILURES, Metric
 from chaos.reports.logs import parse_engine_line
 from chaos.sampler import HEALTH
@@ -191,16 +191,16 @@ def _scope(history: History, phase: Phase | None) -> list[Op]:
     return [op for op in history.ops() if phase is None or op.invoke.phase == phase]
 
 
-def _completed(history: History, phase: Phase) -> list[Op]:
+def _completed(history: History, phase: Phase | None) -> list[Done]:
     """The requests of ``phase`` that completed (however they ended)."""
-    return [o for o in _scope(history, phase) if o.complete is not None]
+    return [Done(o.invoke, o.complete, o.chunks) for o in _scope(history, phase) if o.complete is not None]
 
 
 def _none_completed(phase: Phase) -> str:
     return f"no request of phase {Phase(phase).value!r} completed"
 
 
-def _all_within(vname: str, measured: list[tuple[float, Op]], bound_s: float, *, over: str, each: str, passed: str) -> Verdict:
+def _all_within(vname: str, measured: Sequence[tuple[float, Op]], bound_s: float, *, over: str, each: str, passed: str) -> Verdict:
     """Pass when every op's measure (seconds) is within ``bound_s``; else fail naming the
     first few over it. ``each`` formats one measure, ``passed`` the count and the worst."""
     beyond = [(d, o) for d, o in measured if d > bound_s]
@@ -220,10 +220,10 @@ def every_request_terminal(*, within_s: float, phase: Phase | None = None) -> Ch
         if not ops:
             return Verdict(name, Status.UNKNOWN, "no requests in the history")
         open_ = [o for o in ops if o.complete is None]
-        slow = [o for o in ops if o.latency is not None and o.latency > within_s]
+        slow = [o for o in _completed(h, phase) if o.latency > within_s]
         if open_ or slow:
             ev = [f"{_op_label(o)} never completed" for o in open_[:5]]
-            ev += [f"{_op_label(o)} took {o.latency:.2f}s ({o.outcome.value})" for o in slow[:5]]  # type: ignore[union-attr]
+            ev += [f"{_op_label(o)} took {o.latency:.2f}s ({o.outcome.value})" for o in slow[:5]]
             return Verdict(name, Status.FAIL, f"{len(open_)} open, {len(slow)} over the bound: " + "; ".join(ev))
         worst = max(o.latency or 0 for o in ops)
         return Verdict(name, Status.PASS, f"{len(ops)} requests, slowest {worst:.2f}s")
@@ -239,18 +239,18 @@ def failed_requests_are_clean(*, within_s: float | None = None, since: Since = S
     @_named("failed_requests_are_clean" + (f"(within={within_s:g}s of {since.value})" if within_s else ""))
     def check(h: History) -> Verdict:
         name = check.__name__
-        ops = [o for o in _scope(h, phase) if o.complete is not None and o.outcome is not Outcome.OK]
+        ops = [o for o in _completed(h, phase) if o.outcome is not Outcome.OK]
         unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
         if unclean:
-            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value}: {o.complete.error[:120]}" for o in unclean[:5])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value}: {o.complete.error[:120]}" for o in unclean[:5])
             return Verdict(name, Status.FAIL, f"{len(unclean)} of {len(ops)} failures were not clean: {ev}")
         if within_s is not None and ops:
             start = _start(h, since)
             if start is None:
                 return Verdict(name, Status.UNKNOWN, f"no {since.value} in the history to count {within_s:g}s from")
-            late = [o for o in ops if o.complete.t - max(o.invoke.t, start) > within_s]  # type: ignore[union-attr]
+            late = [o for o in ops if o.complete.t - max(o.invoke.t, start) > within_s]
             if late:
-                ev = "; ".join(f"{_op_label(o)} failed at t={o.complete.t:.2f}s" for o in late[:5])  # type: ignore[union-attr]
+                ev = "; ".join(f"{_op_label(o)} failed at t={o.complete.t:.2f}s" for o in late[:5])
                 return Verdict(name, Status.FAIL, f"{len(late)} clean failures came later than {within_s:g}s after the {since.value}: {ev}")
         return Verdict(name, Status.PASS, f"{len(ops)} failed requests, all clean" if ops else "no request failed")
 
@@ -309,6 +309,8 @@ def no_leak(*, gauges: Iterable[Metric | tuple[str, str]], within_s: float, sinc
         if inject is None or heal is None:
             return Verdict(vname, Status.UNKNOWN, "no healed fault in the history")
         heal = _start(h, since)
+        if heal is None:
+            return Verdict(vname, Status.UNKNOWN, f"no {since.value} in the history")
         problems, unknown, notes = [], [], []
         for source, metric in gauges:
             series = h.series(source, metric)
@@ -363,15 +365,15 @@ def recovers(*, within_s: float, ready: Collection[str] = ()) -> Check:
         if never:
             since = f"the heal ({', '.join(never)} never answered 200 after it)"
         elif up:
-            start = max(up.values())  # type: ignore[type-var]
+            start = max(t for t in up.values() if t is not None)
             since = f"{', '.join(ready)} answered 200 again ({start - heal:.2f}s after the heal)"
-        after = [o for o in h.ops() if o.invoke.t >= heal and o.complete is not None]
+        after = [o for o in _completed(h, None) if o.invoke.t >= heal]
         ok = [o for o in after if o.outcome is Outcome.OK]
         if not after:
             return Verdict(vname, Status.UNKNOWN, "no request was sent after the heal")
-        if ok and ok[0].complete.t - start <= within_s:  # type: ignore[union-attr]
-            return Verdict(vname, Status.PASS, f"first success {ok[0].complete.t - start:.2f}s after {since}")  # type: ignore[union-attr]
-        outcomes = ", ".join(f"{o.outcome.value}@+{o.complete.t - start:.1f}s" for o in after[:6])  # type: ignore[union-attr]
+        if ok and ok[0].complete.t - start <= within_s:
+            return Verdict(vname, Status.PASS, f"first success {ok[0].complete.t - start:.2f}s after {since}")
+        outcomes = ", ".join(f"{o.outcome.value}@+{o.complete.t - start:.1f}s" for o in after[:6])
         return Verdict(vname, Status.FAIL, f"no success within {within_s:g}s of {since}; after it: {outcomes}")
 
     return check
@@ -390,14 +392,14 @@ def replies_match_baseline(*, baseline_phase: Phase = Phase.BASELINE) -> Check:
     @_named("replies_match_baseline")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ops = [o for o in h.ops() if o.outcome is Outcome.OK and o.invoke.context]
-        base = {o.invoke.context: o.complete.reply for o in ops if o.invoke.phase == baseline_phase}  # type: ignore[union-attr]
+        ops = [o for o in _completed(h, None) if o.outcome is Outcome.OK and o.invoke.context]
+        base = {o.invoke.context: o.complete.reply for o in ops if o.invoke.phase == baseline_phase}
         pairs = [(o, base[o.invoke.context]) for o in ops if o.invoke.phase != baseline_phase and o.invoke.context in base]
         if not pairs:
             return Verdict(vname, Status.UNKNOWN, "no reply shares a context with the baseline")
-        wrong = [(o, b) for o, b in pairs if o.complete.reply != b]  # type: ignore[union-attr]
+        wrong = [(o, b) for o, b in pairs if o.complete.reply != b]
         if wrong:
-            ev = "; ".join(f"{_op_label(o)} {_divergence(o.complete.reply, b)}" for o, b in wrong[:3])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} {_divergence(o.complete.reply, b)}" for o, b in wrong[:3])
             return Verdict(vname, Status.FAIL, f"{len(wrong)} of {len(pairs)} replies differ from the baseline: {ev}")
         return Verdict(vname, Status.PASS, f"{len(pairs)} replies equal the baseline")
 
@@ -411,8 +413,8 @@ def context_grows() -> Check:
     @_named("context_grows")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        by_agent: dict[tuple[str, str], list[Op]] = {}
-        for o in h.ops():
+        by_agent: dict[tuple[str, str], list[Done]] = {}
+        for o in _completed(h, None):
             if o.invoke.agent and o.outcome is Outcome.OK:
                 by_agent.setdefault((o.invoke.phase, o.invoke.agent), []).append(o)
         if not by_agent:
@@ -420,7 +422,7 @@ def context_grows() -> Check:
         bad = []
         for (phase, agent), ops in by_agent.items():
             ops.sort(key=lambda o: o.invoke.round)
-            tokens = [o.complete.prompt_tokens for o in ops]  # type: ignore[union-attr]
+            tokens = [o.complete.prompt_tokens for o in ops]
             if any(t is None for t in tokens):
                 return Verdict(vname, Status.UNKNOWN, f"{agent} replies carry no prompt_tokens")
             for prev, cur, op in zip(tokens, tokens[1:], ops[1:]):
@@ -674,7 +676,7 @@ def ended_as(outcome: Outcome, *, phase: Phase, why: str) -> Check:
             return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
         other = [o for o in ops if o.outcome is not outcome]
         if other:
-            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in other[:3])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in other[:3])
             return Verdict(vname, Status.UNKNOWN, f"{len(other)} of {len(ops)} did not ({why}): {ev}")
         return Verdict(vname, Status.PASS, f"all {len(ops)} ended {outcome.value}")
 
@@ -692,9 +694,9 @@ def open_at_fault(*, phase: Phase, why: str) -> Check:
         ops = _completed(h, phase)
         if start is None or not ops:
             return Verdict(vname, Status.UNKNOWN, "no fault in the history" if start is None else _none_completed(phase))
-        closed = [o for o in ops if not o.invoke.t < start < o.complete.t]  # type: ignore[union-attr]
+        closed = [o for o in ops if not o.invoke.t < start < o.complete.t]
         if closed:
-            ev = "; ".join(f"{_op_label(o)} ended at t={o.complete.t:.2f}s" for o in closed[:3])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} ended at t={o.complete.t:.2f}s" for o in closed[:3])
             return Verdict(vname, Status.UNKNOWN, f"{len(closed)} of {len(ops)} were not open at the fault (t={start:.2f}s; {why}): {ev}")
         return Verdict(vname, Status.PASS, f"all {len(ops)} open at the fault")
 
@@ -739,12 +741,12 @@ def health_tells_truth(service: str, *, phase: Phase) -> Check:
             before = [val for ts, val in said if ts <= t]
             return bool(before) and before[-1] == 1.0
 
-        lies = [o for o in ops if o.outcome is not Outcome.OK and healthy_at(o.complete.t)]  # type: ignore[union-attr]
+        lies = [o for o in ops if o.outcome is not Outcome.OK and healthy_at(o.complete.t)]
         fault, heal = h.first_fault_t(), h.last_heal_t()
         during = [val for t, val in said if fault is not None and heal is not None and fault <= t <= heal]
         shown = f"; during the fault it said 200 in {sum(1 for val in during if val == 1.0)} of {len(during)} answers" if during else ""
         if lies:
-            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in lies[:3])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in lies[:3])
             return Verdict(vname, Status.FAIL, f"{len(lies)} of {len(ops)} failed while {service}'s /health said 200: {ev}{shown}")
         return Verdict(vname, Status.PASS, f"{len(ops)} requests, none failed while /health said 200{shown}")
 
@@ -789,11 +791,11 @@ def statuses_in(allowed: Collection[int], *, phase: Phase, why: str) -> Check:
         ops = _completed(h, phase)
         if not ops:
             return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
-        bad = [o for o in ops if o.complete.status not in allowed]  # type: ignore[union-attr]
+        bad = [o for o in ops if o.complete.status not in allowed]
         if bad:
-            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3])
             return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} outside {shown}: {ev}")
-        return Verdict(vname, Status.PASS, f"all {len(ops)} answered {sorted({o.complete.status for o in ops})}")  # type: ignore[union-attr]
+        return Verdict(vname, Status.PASS, f"all {len(ops)} answered {', '.join(sorted({str(o.complete.status) for o in ops}))}")
 
     return check
 
@@ -805,7 +807,7 @@ def refused_within(status: int, within_s: float, *, phase: Phase) -> Check:
     @_named(f"refused_within({status}, {within_s:g}s, {Phase(phase).value})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        refused = [(o.complete.t - o.invoke.t, o) for o in _completed(h, phase) if o.complete.status == status]  # type: ignore[union-attr]
+        refused = [(o.complete.t - o.invoke.t, o) for o in _completed(h, phase) if o.complete.status == status]
         if not refused:
             return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} was answered {status}")
         return _all_within(vname, refused, within_s, over="refusals came late", each="after {:.2f}s", passed="{n} refusals, the slowest in {worst:.2f}s")
@@ -823,11 +825,11 @@ def served_or_refused(status: int, *, phase: Phase) -> Check:
         ops = _completed(h, phase)
         if not ops:
             return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
-        bad = [o for o in ops if o.outcome is not Outcome.OK and o.complete.status != status]  # type: ignore[union-attr]
+        bad = [o for o in ops if o.outcome is not Outcome.OK and o.complete.status != status]
         if bad:
-            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}" for o in bad[:3])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}" for o in bad[:3])
             return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} neither served nor refused with {status}: {ev}")
-        refused = sum(1 for o in ops if o.complete.status == status)  # type: ignore[union-attr]
+        refused = sum(1 for o in ops if o.complete.status == status)
         return Verdict(vname, Status.PASS, f"{len(ops) - refused} served, {refused} refused with {status}")
 
     return check
@@ -867,14 +869,14 @@ def outcomes_in(allowed: set[Outcome], *, phase: Phase | None = None) -> Check:
     @_named(f"outcomes_in(ok, {names})")
     def check(h: History) -> Verdict:
         vname = check.__name__
-        ops = [o for o in _scope(h, phase) if o.complete is not None and o.outcome is not Outcome.OK]
+        ops = [o for o in _completed(h, phase) if o.outcome is not Outcome.OK]
         bad = [o for o in ops if o.outcome not in allowed]
         if bad:
-            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value}" for o in bad[:5])  # type: ignore[union-attr]
+            ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value}" for o in bad[:5])
             return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} failures outside the allowed outcomes: {ev}")
         counts: dict[str, int] = {}
         for o in ops:
-            counts[o.outcome.value] = counts.get(o.outcome.value, 0) + 1  # type: ignore[union-attr]
+            counts[o.outcome.value] = counts.get(o.outcome.value, 0) + 1
         return Verdict(vname, Status.PASS, f"failures: {counts or 'none'}")
 
     return check

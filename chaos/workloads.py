@@ -103,7 +103,7 @@ class Conversation:
 
     def start(self) -> "Conversation":
         """Start every agent in the background; ``join`` waits for them."""
-        self._runner = Background({f"agent{i}": (lambda name=f"agent{i}": self._agent(name)) for i in range(self.agents)})
+        self._runner = Background({f"agent{i}": partial(self._agent, f"agent{i}") for i in range(self.agents)})
         return self
 
     def join(self) -> dict[str, list[Complete]]:
@@ -176,7 +176,7 @@ class Workload:
         in the background: requests in flight while a fault happens. ``join()`` waits for
         them, bounded by their deadlines."""
         d = deadlines or self.deadlines
-        sends = [partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies]
+        sends: list[Callable[[], Complete]] = [partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies]
         return InFlight.start(sends, d, interval_s=interval_s)
 
     def openai_background(self, texts: list[str], *, max_tokens: int, stream: bool = True, phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None) -> "InFlight":

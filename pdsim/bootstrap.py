@@ -45,7 +45,8 @@ class BootstrapServer:
             return web.Response(status=400, text="Missing inputs for bootstrap server.")
         if not self.table:
             return web.Response(status=503, text="Prefill server not fully registered yet (0 workers registered).")
-        ranks = tuple(int(q[k]) for k in _RANK_KEYS)
+        dp, cp, tp, pp = (int(q[k]) for k in _RANK_KEYS)
+        ranks = (dp, cp, tp, pp)
         if ranks == (-1, -1, -1, -1):
             return web.json_response(
                 {

@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Coroutine
+from typing import Any
 
 from pdsim.config import EngineConfig, Mode
 from pdsim.defects import Defect
@@ -64,7 +66,7 @@ class Engine(ABC):
             if not self.reqs or time.monotonic() >= deadline:
                 return not self.reqs
 
-    def spawn(self, coro) -> asyncio.Task[None]:  # type: ignore[no-untyped-def]
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Keep a strong reference to background tasks (asyncio only holds weak ones)."""
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)

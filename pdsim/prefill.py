@@ -263,18 +263,19 @@ class PrefillEngine(Engine):
         writer: asyncio.StreamWriter | None = None
         try:
             host, port = split_addr(kv_addr)
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), _KV_CONNECT_TIMEOUT_S)
+            reader, w = await asyncio.wait_for(asyncio.open_connection(host, port), _KV_CONNECT_TIMEOUT_S)
+            writer = w  # for the finally below, which closes it
             total = max(0, req.prompt_tokens - req.decode_prefix_len) * self.cfg.kv_bytes_per_token
-            await write_frame(writer, {"type": "KV_BEGIN", "room": req.room, "bytes": total, "decode_instance": self._decodes.get(kv_addr, "")})
+            await write_frame(w, {"type": "KV_BEGIN", "room": req.room, "bytes": total, "decode_instance": self._decodes.get(kv_addr, "")})
             req.status.update(KVPoll.Transferring)
             pattern = bytes.fromhex(req.digest or "00") * (self.cfg.kv_chunk_bytes // 16 + 1)
             sent = 0
             while sent < total:
                 n = min(self.cfg.kv_chunk_bytes, total - sent)
-                await write_frame(writer, {"type": "KV_CHUNK", "room": req.room}, pattern[:n])
+                await write_frame(w, {"type": "KV_CHUNK", "room": req.room}, pattern[:n])
                 sent += n
             aux = {"digest": req.digest, "first_token": req.output_ids[0], "prompt_tokens": req.prompt_tokens}
-            await write_frame(writer, {"type": "KV_END", "room": req.room, "aux": aux})
+            await write_frame(w, {"type": "KV_END", "room": req.room, "aux": aux})
             header, _ = await read_frame(reader)
             if header.get("type") == "ACK":
                 req.status.update(KVPoll.Success)

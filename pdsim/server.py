@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -135,7 +136,7 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
             return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
         return web.Response(status=400, text="Cache not flushed. Please check backend logs for more details.")
 
-    def handler(endpoint: Endpoint):  # type: ignore[no-untyped-def]
+    def handler(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handle(request: web.Request) -> web.StreamResponse:
             body = await _body(request)
             try:

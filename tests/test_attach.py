@@ -8,7 +8,6 @@ decode``, ``cat .../decode.log``), as ``systemctl kill sglang-decode`` would be 
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +52,13 @@ def _write(tmp_path: Path, doc: object) -> Path:
         ({**GOOD, "timeouts": {"inflight_s": -1}}, r"timeouts\.inflight_s: -1 is less than or equal to the minimum of 0"),
         ({**GOOD, "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}}}, r"endpoints\.toxiproxy: required when proxies are listed \(kv\)"),
         ({**GOOD, "endpoints": {**GOOD["endpoints"], "decode_loads": "http://127.0.0.1:30002/v1/loads"}}, r"endpoints: 'prefill_loads' is a dependency of 'decode_loads'"),
+        ({**GOOD, "links": {"kv": {"blackhole": "x", "active": "y"}}}, r"links\.kv: 'heal' is a required property"),
+        ({**GOOD, "links": {"kv": {"heal": "x", "active": "y"}}}, r"links\.kv: .* does not have enough properties"),
+        ({**GOOD, "links": {"bootstrap": {"blackhole": "x", "heal": "x", "active": "y"}}}, r"links: Additional properties are not allowed \('bootstrap' was unexpected\)"),
+        (
+            {**GOOD, "endpoints": {**GOOD["endpoints"], "toxiproxy": "http://127.0.0.1:8474"}, "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}}, "links": {"kv": {"blackhole": "x", "heal": "x", "active": "y"}}},
+            r"links\.kv: the link is also a Toxiproxy proxy",
+        ),
         ("endpoints: [unclosed", r"is not valid YAML"),
     ],
 )
@@ -75,6 +81,42 @@ def test_live_queue_counts_are_claimed_only_with_loads_endpoints(tmp_path):
     assert Capability.LIVE_QUEUE_GAUGES in live.capabilities
 
 
+def test_link_faults_run_the_stack_files_commands_and_check_them(tmp_path):
+    """A link's commands are the operator's: here they write and remove a file that stands
+    for the rules. Each step is checked by ``active``; a command that fails, or an ``active``
+    that contradicts the step, is the fault not applied (or not healed), never a no-op."""
+    from chaos.errors import FaultNotApplied, FaultNotHealed
+
+    rules = tmp_path / "rules"
+    links = {"kv": {"blackhole": f"echo drop > {rules}", "crawl": f"echo rate {{rate_kbit}} > {rules}", "heal": f"rm -f {rules}", "active": f"cat {rules}"}}
+    stack = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": links}), state_dir=tmp_path)
+    assert {Capability.KV_LINK, Capability.TRANSFER_WINDOW} <= stack.capabilities and Capability.CONTROL_LINK not in stack.capabilities
+    assert "links.control" in stack.missing_reason(Capability.CONTROL_LINK)
+
+    crawl = stack.link_fault("kv", rate_kbit=32)
+    crawl.inject()
+    assert crawl.verify() == "links.kv.active: rate 32"
+    crawl.heal()
+    assert "exited 1" in crawl.verify_healed() and not rules.exists()
+    with pytest.raises(ConfigError, match="no links.kv.reset command"):
+        stack.link_fault("kv", mode="reset")
+
+    broken = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "exit 3"}}}), state_dir=tmp_path)
+    with pytest.raises(FaultNotApplied, match="links.kv.blackhole exited 3"):
+        broken.link_fault("kv", mode="blackhole").inject()
+    silent = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "true"}}}), state_dir=tmp_path)
+    quiet = silent.link_fault("kv", mode="blackhole")
+    quiet.inject()
+    with pytest.raises(FaultNotApplied, match="links.kv.active exited 1 after blackhole"):
+        quiet.verify()  # the command did nothing the link shows
+    stuck = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "heal": "true"}}}), state_dir=tmp_path)
+    kept = stuck.link_fault("kv", mode="blackhole")
+    kept.inject()
+    kept.heal()
+    with pytest.raises(FaultNotHealed, match="links.kv.active exited 0 after heal"):
+        kept.verify_healed()
+
+
 def test_missing_stack_file_and_missing_option_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_stack_file(tmp_path / "nope.yaml")
@@ -86,26 +128,12 @@ def test_missing_stack_file_and_missing_option_are_one_line_errors(tmp_path):
 
 
 def _foreign_stack_file(tmp_path: Path, state_dir: Path) -> Path:
-    """A stack file for the embedded stack in ``state_dir``, written as an operator would."""
-    info = yaml.safe_load((state_dir / "stack.json").read_text())
-    svc = f"{shlex.quote(PDCHAOS)} --state-dir {shlex.quote(str(state_dir))} svc"
-    services = {
-        name: {
-            **{action: f"{svc} {action} {name}" for action in ("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw")},
-            "logs": f"cat {shlex.quote(str(state_dir / 'logs' / f'{name}.log'))}",
-        }
-        for name in ("prefill", "decode", "router")
-    }
-    doc = {
-        "name": "embedded-as-foreign",
-        "endpoints": {k: info["endpoints"][k] for k in ("client", "router", "router_metrics", "prefill", "decode", "toxiproxy")},
-        "proxies": info["proxies"],
-        "services": services,
-        "timeouts": {k: info["config"]["timeouts"][k] for k in ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_interval_s", "heartbeat_max_failure", "disconnect_poll_s")},
-        "router": {"request_timeout_s": info["config"]["router_request_timeout_s"], "cb_timeout_s": info["config"]["router_cb_timeout_s"]},
-        "bounds": {"startup_timeout_s": 30},
-    }
-    return _write(tmp_path, doc)
+    """A stack file for the embedded stack in ``state_dir``, as ``pdchaos stack-file`` writes it."""
+    done = run([PDCHAOS, "--state-dir", str(state_dir), "stack-file"], timeout_s=60)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "stack.yaml"
+    path.write_text(done.stdout)
+    return path
 
 
 @pytest.fixture

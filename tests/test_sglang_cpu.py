@@ -10,7 +10,10 @@ Skips (with the command to run) where ``make setup-sglang`` has not been run; CI
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +25,7 @@ from chaos.stack_factory import StackFactory
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
 from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME, packet_links_possible
+from chaos.tools import REPO_ROOT
 from tests.ports import port_base
 
 pytestmark = [
@@ -224,3 +228,42 @@ def test_packet_faults_break_real_sglangs_links_and_heal(sglang_stack, link, mod
     assert met is not None and met.packets > 0, f"{fault.describe()} met none of the engines' traffic: {healed}"
     assert "pdchaos" not in at.namespace.run("iptables", "-S") and "1:" not in at.namespace.run("tc", "class", "show", "dev", "lo")
 
+
+
+@pytest.mark.skipif(not packet_links_possible(), reason="packet links need root, nsenter, iptables and tc")
+def test_an_attached_deployment_breaks_its_links_through_its_stack_files_commands(sglang_stack, tmp_path):
+    """The worked example of docs/targets.md: ``pdchaos link`` holds a packet fault from one
+    call to the next (so a stack file's commands can break a link and heal it), and a suite
+    attached through ``pdchaos stack-file`` breaks real SGLang's kv link only through those
+    commands, as it would a deployment pd-chaos did not start."""
+    pdchaos = str(Path(sys.executable).parent / "pdchaos")
+    state = sglang_stack.info.state_dir
+
+    def link(*args: str) -> subprocess.CompletedProcess[str]:
+        return run([pdchaos, "--state-dir", state, "link", *args], timeout_s=60)
+
+    assert link("kv", "active").returncode == 1
+    on = link("kv", "blackhole")
+    assert on.returncode == 0 and "decode's Mooncake TCP transport" in on.stdout, on.stdout + on.stderr
+    again = link("kv", "reset")
+    assert again.returncode == 1 and "heal` first" in again.stderr, again.stderr
+    _generate(sglang_stack, "a request into a blackholed kv link " * 20, timeout_s=2.0)  # traffic for its counters
+    active = link("kv", "active")
+    assert active.returncode == 0 and "blackhole on kv" in active.stdout, active.stdout + active.stderr
+    off = link("kv", "heal")
+    assert off.returncode == 0 and "none listed" in off.stdout, off.stdout + off.stderr
+    assert link("kv", "active").returncode == 1 and link("kv", "heal").returncode == 0  # a heal with none on is a no-op
+
+    described = run([pdchaos, "--state-dir", state, "stack-file"], timeout_s=60)
+    assert described.returncode == 0, described.stderr
+    stack_file = tmp_path / "box.yaml"
+    stack_file.write_text(described.stdout)
+    suite = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/test_kv_link.py::test_stuck_kv_transfer_times_out_on_decode[blackhole]",
+         "--target", "attach", "--stack-file", str(stack_file), "--reports-dir", str(tmp_path / "reports"), "-q"],
+        cwd=REPO_ROOT, timeout_s=300,
+    )  # fmt: skip
+    assert suite.returncode == 0 and "1 passed" in suite.stdout, suite.stdout[-3000:]
+    history = next((tmp_path / "reports").glob("*/*/history.jsonl")).read_text()
+    assert "blackhole on kv (the stack file's commands)" in history and "links.kv.active: blackhole on kv" in history
+    assert link("kv", "active").returncode == 1  # the suite's heal went through the file's heal command

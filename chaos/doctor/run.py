@@ -18,7 +18,7 @@ from typing import Any
 from chaos.client import Client, Deadlines
 from chaos.doctor.hops import HOPS, Diagnosis, HopStats, diagnose, hop_stats
 from chaos.doctor.openreqs import open_requests
-from chaos.history import History, Sample
+from chaos.history import History, Phase, Sample
 from chaos.sampler import Sampler, metrics_urls
 from chaos.targets.base import Target
 
@@ -61,7 +61,7 @@ def _probe(url: str) -> dict[str, Any]:
     client = Client(url, History(), _PROBE)
     t0 = time.monotonic()
     try:
-        reply = client.request("/generate", {"text": "pdchaos doctor probe", "sampling_params": {"max_new_tokens": 2}}, phase="probe")
+        reply = client.request("/generate", {"text": "pdchaos doctor probe", "sampling_params": {"max_new_tokens": 2}}, phase=Phase.PROBE)
     finally:
         client.close()
     return {"url": url, "ok": reply.ok, "outcome": reply.outcome.value, "seconds": round(time.monotonic() - t0, 3), "error": reply.error[:200]}
@@ -80,7 +80,7 @@ def run_doctor(target: Target, *, window_s: float = 10.0, probe: bool = False, l
 
     samples = {name: sum(1 for s in history.of(Sample) if s.source == name) for name in urls}
     unreachable = {name: f"{len(sampler.failures[name])} of {len(sampler.failures[name]) + samples[name]} scrapes failed" for name in ("router", "prefill", "decode") if samples[name] == 0}
-    stats = [hop_stats(h, history.series(*h.gauge), {c: history.series(h.service, c) for c in h.progress}) for h in HOPS]
+    stats = [hop_stats(h, history.series(h.service, h.gauges[0]), {c: history.series(h.service, c) for c in h.progress}) for h in HOPS]  # HOPS: hops with a gauge
 
     since = logs_since if logs_since is not None else started - 600.0
     logs = {}

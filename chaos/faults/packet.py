@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import sys
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from chaos.errors import FaultNotApplied, FaultNotHealed
 from chaos.faults.base import Fault
@@ -65,11 +65,11 @@ class PacketFault(Fault):
 
     kind = "packet"
 
-    def __init__(self, target: PacketLinks, link: str, *, mode: str = "", rate_kbit: int | None = None) -> None:
+    def __init__(self, target: PacketLinks, link: str, *, mode: str = "", rate_kbit: int | None = None, minor: int | None = None) -> None:
         if (mode in MODES) == (rate_kbit is not None):
             raise ValueError(f"a packet fault is one of {', '.join(MODES)} or a crawl (rate_kbit), not mode={mode!r} rate_kbit={rate_kbit}")
         self.target, self.link, self.mode, self.rate_kbit = target, link, mode, rate_kbit
-        self.minor = next(_minors)
+        self.minor = next(_minors) if minor is None else minor
         self.tag = f"pdchaos-{link}-{self.minor:x}"
         self._at: PacketLink | None = None
         self._met: Counters | None = None
@@ -95,6 +95,23 @@ class PacketFault(Fault):
         else:
             self._at.namespace.add_rules(self.mode, self._at.ports, self.tag)
 
+    def to_state(self) -> dict[str, Any]:
+        """What another process needs to find this fault again (``pdchaos link``)."""
+        at = self.at
+        return {"link": self.link, "mode": self.mode, "rate_kbit": self.rate_kbit, "minor": self.minor, "pid": at.namespace.pid, "ports": list(at.ports), "what": at.what}
+
+    @classmethod
+    def from_state(cls, target: PacketLinks, state: dict[str, Any]) -> "PacketFault":
+        """The fault ``to_state`` described, as injected: its rules and class where it put them."""
+        fault = cls(target, state["link"], mode=state["mode"], rate_kbit=state["rate_kbit"], minor=state["minor"])
+        fault._at = PacketLink(Namespace(state["pid"]), tuple(state["ports"]), state["what"])
+        return fault
+
+    def met(self) -> Counters | None:
+        """The traffic the fault has met so far; None when the kernel lists none of it."""
+        ns = self.at.namespace
+        return ns.shaped(self.minor) if self.rate_kbit is not None else ns.rule_counters(self.tag)
+
     def _probe(self, port: int) -> str:
         return self.at.namespace.run(sys.executable, "-c", _PROBE, str(port), str(_PROBE_S), check=False).strip()
 
@@ -116,11 +133,10 @@ class PacketFault(Fault):
         if self._at is None:
             return
         ns = self._at.namespace
+        self._met = self.met() or self._met
         if self.rate_kbit is not None:
-            self._met = ns.shaped(self.minor) or self._met
             ns.remove_shaping(self.minor)
         else:
-            self._met = ns.rule_counters(self.tag) or self._met
             ns.remove_rules(self.mode, self._at.ports, self.tag)
 
     def verify_healed(self) -> str:

@@ -30,10 +30,11 @@ from chaos.targets.base import Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
 from chaos.triggers import Condition, poll_for, wait_for
 
-__all__ = ["TRANSFER_CRAWL_KB_S", "Faults"]
+__all__ = ["TRANSFER_CRAWL_KB_S", "FaultBlock", "Faults"]
 
 _HTTP_LINKS = ("client_router", "bootstrap")
 DEFAULT_TRIGGER_DEADLINE_S = 30.0
+FaultBlock = contextlib.AbstractContextManager[Fault]  # a fault for a with block: injected on entry, healed on exit
 # A kv link crawling at this rate holds a real engine's transfer open for seconds: the tiny
 # model's KV is about 256 bytes a token (2 layers, 2 KV heads of 16, K and V, bf16), so a
 # 500-word prompt's crosses in tens of seconds, well past a trigger sampled at 10 Hz.
@@ -108,44 +109,47 @@ class Faults:
             raise FaultNotHealed(f"teardown could not heal every fault: {first}") from first
 
     # ---- shorthands ---------------------------------------------------------------------------
-    def by_clients(self, description: str):  # type: ignore[no-untyped-def]
+    def by_clients(self, description: str) -> FaultBlock:
         """Bracket chaos that the workload itself commits (hang-ups, abandoned requests)."""
         return self.apply(ClientFault(description))
 
-    def abort_all(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+    def abort_all(self, service: str, **kw: Any) -> FaultBlock:
         """Every request ``service`` holds aborted through its own ``/abort_request``."""
         return self.apply(AbortAll(self.target, service), **kw)
 
-    def kill(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+    def kill(self, service: str, **kw: Any) -> FaultBlock:
         return self.apply(Kill(self.target, service), **kw)
 
-    def terminate(self, service: str, *, drain_s: float, **kw: Any):  # type: ignore[no-untyped-def]
+    def terminate(self, service: str, *, drain_s: float, **kw: Any) -> FaultBlock:
         """SIGTERM ``service``; when the block ends, wait up to ``drain_s`` for its exit, then start it."""
         return self.apply(Terminate(self.target, service, drain_s=drain_s), **kw)
 
-    def freeze(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+    def freeze(self, service: str, **kw: Any) -> FaultBlock:
         return self.apply(Freeze(self.target, service), **kw)
 
-    def restart(self, service: str, **kw: Any):  # type: ignore[no-untyped-def]
+    def restart(self, service: str, **kw: Any) -> FaultBlock:
         return self.apply(Restart(self.target, service), **kw)
 
     # ---- links: Toxiproxy where it sits on the link, packet rules where real engines pick the ports
     def _by_packets(self, link: str) -> bool:
-        """Whether this target breaks ``link`` with packet rules (no proxy sits on it)."""
+        """Whether this target breaks ``link`` with packet rules, or an attached deployment's
+        commands for them (no proxy sits on it)."""
         return link not in self.target.info.proxies and link in getattr(self.target, "packet_links", ())
 
-    def _packets(self, link: str, *, mode: str = "", rate_kbit: int | None = None, stream: str = "", **kw: Any):  # type: ignore[no-untyped-def]
+    def _packets(self, link: str, *, mode: str = "", rate_kbit: int | None = None, stream: str = "", **kw: Any) -> FaultBlock:
         """A packet fault on ``link``. ``stream`` (a Toxiproxy direction) is not needed: rules
         act on both directions of the link's connections (a KV link blackholed upstream
         stalls the KV as surely when its acknowledgements vanish too), and a crawl shapes the
         data's way, to the link's ports."""
-        return self.apply(PacketFault(self.target, link, mode=mode, rate_kbit=rate_kbit), **kw)  # type: ignore[arg-type]
+        by_commands = getattr(self.target, "link_fault", None)  # an attached deployment's own commands
+        fault = by_commands(link, mode=mode, rate_kbit=rate_kbit) if by_commands else PacketFault(self.target, link, mode=mode, rate_kbit=rate_kbit)  # type: ignore[arg-type]
+        return self.apply(fault, **kw)
 
     def _toxiproxy_only(self, link: str, what: str) -> None:
         if self._by_packets(link):
             raise ConfigError(f"{what} on {link} needs a Toxiproxy on the link; this target breaks {link} with packet rules, which cannot do it")
 
-    def down(self, link: str, **kw: Any):  # type: ignore[no-untyped-def]
+    def down(self, link: str, **kw: Any) -> FaultBlock:
         """The link is down: open connections closed, new ones refused (Toxiproxy's disabled
         proxy; with packet rules, every packet answered with a reset)."""
         if self._by_packets(link):
@@ -162,25 +166,25 @@ class Faults:
             return self.bandwidth("kv", TRANSFER_CRAWL_KB_S)
         return contextlib.nullcontext()
 
-    def refuse(self, link: str, **kw: Any):  # type: ignore[no-untyped-def]
+    def refuse(self, link: str, **kw: Any) -> FaultBlock:
         """New connections on the link refused, open ones carry on (packet rules only: a
         Toxiproxy cannot refuse without closing what it holds)."""
         if not self._by_packets(link):
             raise ConfigError(f"refuse on {link} needs packet rules; on a Toxiproxy link use down()")
         return self._packets(link, mode="refuse", **kw)
 
-    def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0, **attributes: Any):  # type: ignore[no-untyped-def]
+    def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0, **attributes: Any) -> FaultBlock:
         toxic = Toxic(f"pdchaos_{kind}_{stream}", kind, stream, 1.0, attributes)  # type: ignore[arg-type]
         probe = f"http://{self.target.info.proxies[proxy]['listen']}/health" if proxy in _HTTP_LINKS and stream == "downstream" else None
         fault = ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe, restart_toxiproxy=toxiproxy_restarter(self.target))
         return self.apply(fault, when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
-    def latency(self, link: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+    def latency(self, link: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any) -> FaultBlock:
         """Delay on the link (suites that delay an engine link need ``link_delay``)."""
         self._toxiproxy_only(link, "latency")
         return self.toxic(link, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
 
-    def bandwidth(self, link: str, rate_kb_s: int, **kw: Any):  # type: ignore[no-untyped-def]
+    def bandwidth(self, link: str, rate_kb_s: int, **kw: Any) -> FaultBlock:
         """The link slowed to ``rate_kb_s`` KB/s (a crawl: an htb class on packet links)."""
         if self._by_packets(link):
             if rate_kb_s <= 0:
@@ -188,7 +192,7 @@ class Faults:
             return self._packets(link, rate_kbit=rate_kb_s * 8, **kw)
         return self.toxic(link, "bandwidth", rate=rate_kb_s, **kw)
 
-    def blackhole(self, link: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+    def blackhole(self, link: str, *, timeout_ms: int = 0, **kw: Any) -> FaultBlock:
         """Everything on the link vanishes; with ``timeout_ms`` Toxiproxy closes the
         connections after it (packet rules keep them hanging: no timeout there)."""
         return self._timed(link, "blackhole", "timeout", timeout_ms, "a blackhole that closes after a timeout", **kw)
@@ -206,10 +210,10 @@ class Faults:
         with self.blackhole(link, stream="downstream"), self.blackhole(link, stream="upstream"):
             yield
 
-    def reset_peer(self, link: str, *, timeout_ms: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+    def reset_peer(self, link: str, *, timeout_ms: int = 0, **kw: Any) -> FaultBlock:
         return self._timed(link, "reset", "reset_peer", timeout_ms, "a reset after a timeout", **kw)
 
-    def _timed(self, link: str, mode: str, toxic: str, timeout_ms: int, timed: str, **kw: Any):  # type: ignore[no-untyped-def]
+    def _timed(self, link: str, mode: str, toxic: str, timeout_ms: int, timed: str, **kw: Any) -> FaultBlock:
         """Packet rules of ``mode`` at once, or Toxiproxy's ``toxic`` (the only one that can
         act after ``timeout_ms``)."""
         if self._by_packets(link) and not timeout_ms:
@@ -217,10 +221,10 @@ class Faults:
         self._toxiproxy_only(link, timed)
         return self.toxic(link, toxic, timeout=timeout_ms, **kw)
 
-    def slicer(self, link: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any):  # type: ignore[no-untyped-def]
+    def slicer(self, link: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any) -> FaultBlock:
         self._toxiproxy_only(link, "slicer")
         return self.toxic(link, "slicer", average_size=average_size, size_variation=size_variation, delay=delay_us, **kw)
 
-    def limit_data(self, link: str, nbytes: int, **kw: Any):  # type: ignore[no-untyped-def]
+    def limit_data(self, link: str, nbytes: int, **kw: Any) -> FaultBlock:
         self._toxiproxy_only(link, "limit_data")
         return self.toxic(link, "limit_data", bytes=nbytes, **kw)

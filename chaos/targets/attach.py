@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import ConfigError, TargetError
+from chaos.faults.commanded import CommandedLinkFault
 from chaos.procs import run
 from chaos.stack import StackInfo
 from chaos.targets.base import SERVICES, Capability
@@ -40,13 +41,18 @@ def _heartbeat_detect_s(t: dict[str, Any]) -> float:
 class AttachedStack:
     """A foreign deployment driven through its stack file's commands."""
 
-    def __init__(self, info: StackInfo, commands: dict[str, dict[str, str]], *, allow_destructive: bool) -> None:
+    def __init__(self, info: StackInfo, commands: dict[str, dict[str, str]], *, allow_destructive: bool, links: dict[str, dict[str, str]] | None = None) -> None:
         self.info = info
         self.commands = commands
+        self.links = links or {}
+        self.packet_links = tuple(self.links)  # broken by the file's commands (chaos.faults.runner)
         self.allow_destructive = allow_destructive
         caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
         if caps & {Capability.KV_LINK, Capability.CONTROL_LINK}:
             caps.add(Capability.LINK_DELAY)  # Toxiproxy's latency toxic on the engine links it proxies
+        caps |= {_LINK_CAPABILITY[link] for link in self.links}
+        if "crawl" in self.links.get("kv", {}):
+            caps.add(Capability.TRANSFER_WINDOW)  # a crawl of the kv link holds a real engine's transfer open
         if info.config.get("inflight_watchdog"):
             caps.add(Capability.INFLIGHT_WATCHDOG)
         if "decode_loads" in info.endpoints:  # SGLang's /v1/loads (0.5.23): see chaos.sampler
@@ -85,7 +91,7 @@ class AttachedStack:
                 **bounds,
             },
         )
-        return cls(info, raw.get("services", {}), allow_destructive=allow_destructive)
+        return cls(info, raw.get("services", {}), allow_destructive=allow_destructive, links=raw.get("links", {}))
 
     def _can_act(self) -> bool:
         """Whether the file gives every process command for prefill, decode and router."""
@@ -99,13 +105,13 @@ class AttachedStack:
             return DESTRUCTIVE_HINT
         if cap in _LINK_CAPABILITY.values():
             link = next(k for k, v in _LINK_CAPABILITY.items() if v is cap)
-            return f"the stack file lists no Toxiproxy proxy for the {link} link"
+            return f"the stack file lists no Toxiproxy proxy and no links.{link} commands for the {link} link"
         if cap is Capability.LINK_DELAY:
             return "the stack file lists no Toxiproxy proxy on an engine link (kv, control) to delay"
         if cap is Capability.LIVE_QUEUE_GAUGES:
             return "the stack file lists no prefill_loads/decode_loads (SGLang's /v1/loads): its /metrics sets decode's queue gauges only when decode logs a batch"
         if cap is Capability.TRANSFER_WINDOW:
-            return "a real engine's KV transfer is too short to trigger inside (pdsim's is configured to last)"
+            return "a real engine's KV transfer is too short to trigger inside, and the stack file gives no links.kv.crawl to slow it"
         if cap is Capability.INFLIGHT_WATCHDOG:
             return "the stack file sets no timeouts.inflight_s (upstream SGLang has no prefill inflight watchdog)"
         return "an attached deployment runs real engines, not pdsim"
@@ -124,8 +130,18 @@ class AttachedStack:
 
     def _run(self, service: str, action: str) -> subprocess.CompletedProcess[str]:
         cmd = self._command(service, action)
-        timeout_s = float(self.info.config["command_timeout_s"])
-        return run(["bash", "-c", cmd], timeout_s=timeout_s, what=f"services.{service}.{action} (`{cmd}`)")
+        return self._shell(cmd, f"services.{service}.{action} (`{cmd}`)")
+
+    def _shell(self, cmd: str, what: str) -> subprocess.CompletedProcess[str]:
+        return run(["bash", "-c", cmd], timeout_s=float(self.info.config["command_timeout_s"]), what=what)
+
+    def link_fault(self, link: str, *, mode: str = "", rate_kbit: int | None = None) -> CommandedLinkFault:
+        """A fault on an engine link by the file's ``links.<link>`` commands."""
+        commands = self.links.get(link, {})
+        action = mode or "crawl"
+        if action not in commands:
+            raise ConfigError(f"the stack file gives no links.{link}.{action} command")
+        return CommandedLinkFault(link, commands, self._shell, mode=mode, rate_kbit=rate_kbit)
 
     def _act(self, service: str, action: str) -> None:
         if not self.allow_destructive:

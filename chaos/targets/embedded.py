@@ -42,7 +42,7 @@ class EmbeddedStack:
     their kind, the links they proxy and their engines' commands."""
 
     KIND = "embedded"
-    LINKS = PROXIES
+    LINKS: tuple[str, ...] = PROXIES
     START_ORDER: tuple[str, ...] = ("toxiproxy", "prefill", "decode", "router")
     capabilities = frozenset(Capability)
 

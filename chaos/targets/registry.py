@@ -14,10 +14,14 @@ import os
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chaos.errors import ConfigError
 from chaos.stack import StackConfig, StackInfo
 from chaos.targets.base import Capability, Target
+
+if TYPE_CHECKING:
+    from chaos.targets.embedded import EmbeddedStack
 
 __all__ = ["LOCAL", "TARGETS", "TargetChoice", "load_target"]
 
@@ -103,7 +107,7 @@ def load_target(state_dir: Path) -> Target:
     raise ConfigError(f"{Path(state_dir) / 'stack.json'} describes a {kind!r} stack, which pd-chaos cannot stop")
 
 
-def _local_class(name: str) -> type:
+def _local_class(name: str) -> "type[EmbeddedStack]":
     """The class of a local-process target (imported on demand: the others need none of it)."""
     if name == "sglang-cpu":
         from chaos.targets.sglang_cpu import SGLangCPUStack

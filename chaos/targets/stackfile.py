@@ -19,6 +19,11 @@
         terminate: systemctl kill --kill-whom=main -s TERM sglang-decode   # SIGTERM, no wait
         start: systemctl start sglang-decode
         ...
+    links:                                  # optional: commands that break an engine link no proxy sits on
+      kv:                                   # (kv, control); heal and active are required
+        blackhole: kubectl exec decode-0 -- iptables ...   # also reset, refuse, crawl ({rate_kbit} filled in)
+        heal: kubectl exec decode-0 -- iptables -F PDCHAOS
+        active: kubectl exec decode-0 -- iptables -S PDCHAOS | grep -q DROP   # exit 0 = a fault is on
     timeouts: {bootstrap_s: 300, waiting_s: 300, inflight_s: 300}   # what the engines run with
                                             # (also disconnect_poll_s: SGLANG_REQUEST_STATE_WAIT_TIMEOUT)
     router: {request_timeout_s: 1800}
@@ -29,19 +34,23 @@ Validated with a JSON Schema (jsonschema): every error names the field, such as
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from chaos.errors import ConfigError
-from chaos.stack import PROXIES
+from chaos.stack import PROXIES, StackInfo
 from chaos.targets.base import SERVICES
 
-__all__ = ["COMMANDS", "load_stack_file"]
+__all__ = ["COMMANDS", "LINK_COMMANDS", "LINKS", "describe", "load_stack_file"]
 
 # What a service's commands do; `running` and `frozen` answer by exit status (0 = yes).
 COMMANDS = ("running", "frozen", "kill", "terminate", "start", "stop", "restart", "freeze", "thaw", "logs")
+# What a link's commands do (chaos.faults.commanded); `active` answers by exit status (0 = a fault is on).
+LINK_COMMANDS = ("blackhole", "reset", "refuse", "crawl", "heal", "active")
+LINKS = ("kv", "control")  # the engine-to-engine links, where real engines pick their own ports
 
 _URL = {"type": "string", "pattern": r"^https?://[^/\s]+(/\S*)?$"}
 _ADDR = {"type": "string", "pattern": r"^[^:\s]+:\d+$"}
@@ -73,6 +82,20 @@ SCHEMA: dict[str, Any] = {
             "properties": {
                 s: {"type": "object", "additionalProperties": False, "required": ["running"], "properties": {c: {"type": "string", "minLength": 1} for c in COMMANDS}}
                 for s in SERVICES
+            },
+        },
+        "links": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {
+                link: {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["heal", "active"],
+                    "minProperties": 3,  # and at least one fault
+                    "properties": {c: {"type": "string", "minLength": 1} for c in LINK_COMMANDS},
+                }
+                for link in LINKS
             },
         },
         "timeouts": {
@@ -124,4 +147,39 @@ def load_stack_file(path: Path) -> dict[str, Any]:
     links = set(raw.get("proxies", {}))
     if links and "toxiproxy" not in raw["endpoints"]:
         raise ConfigError(f"stack file {path}: endpoints.toxiproxy: required when proxies are listed ({', '.join(sorted(links))})")
+    both = set(raw.get("links", {})) & links
+    if both:
+        raise ConfigError(f"stack file {path}: links.{sorted(both)[0]}: the link is also a Toxiproxy proxy; break it one way")
     return raw
+
+
+_TIMEOUTS = ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_interval_s", "heartbeat_max_failure", "disconnect_poll_s")
+_DESCRIBED_LINK = {"kv": ("blackhole", "reset", "refuse", "crawl"), "control": ("blackhole", "reset", "refuse")}
+
+
+def describe(info: StackInfo, pdchaos: str, *, links: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The stack file of a stack pd-chaos started, written as its operator would write one
+    (``pdchaos stack-file``): its endpoints and proxies, each service's commands as
+    ``pdchaos svc`` calls and each link in ``links`` as ``pdchaos link`` calls, on its state
+    folder. Attached with it, the stack is driven only through the file, as a deployment
+    pd-chaos did not start would be: the worked example of ``--target attach``."""
+    cli = f"{shlex.quote(pdchaos)} --state-dir {shlex.quote(info.state_dir)}"
+    services = {
+        name: {action: f"{cli} svc {action} {name}" for action in ("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs")}
+        for name in ("prefill", "decode", "router")
+    }
+    described_links = {
+        link: {**{action: f"{cli} link {link} {action}" + (" --rate-kbit {rate_kbit}" if action == "crawl" else "") for action in _DESCRIBED_LINK[link]}, "heal": f"{cli} link {link} heal", "active": f"{cli} link {link} active"}
+        for link in links
+    }
+    c = info.config
+    return {
+        "name": f"{info.kind}-{info.port_base}",
+        "endpoints": {k: v for k, v in info.endpoints.items() if k in SCHEMA["properties"]["endpoints"]["properties"]},
+        "proxies": info.proxies,
+        "services": services,
+        **({"links": described_links} if described_links else {}),
+        "timeouts": {k: c["timeouts"][k] for k in _TIMEOUTS if k != "inflight_s" or c.get("inflight_watchdog")},
+        "router": {"request_timeout_s": c["router_request_timeout_s"], "cb_timeout_s": c["router_cb_timeout_s"], "max_retries": c["router_max_retries"]},
+        "bounds": {k: c[k] for k in ("slack_s", "forward_s", "recovery_s", "restart_s", "startup_timeout_s")},
+    }
