@@ -17,7 +17,7 @@ from pathlib import Path
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
 from chaos.faults.held import ACTIONS, link_command
-from chaos.ports import BASES
+from chaos.ports import BASES, ephemeral_overlap
 from chaos.stack import STACK_PORTS, StackConfig
 from chaos.targets.base import SERVICES, Target
 from chaos.targets.registry import TARGETS, TargetChoice, load_target
@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     terminate_as_interrupt()
     try:
         if args.command == "up":
+            if warning := ephemeral_overlap(args.port_base):
+                print(f"pdchaos: warning: {warning}", file=sys.stderr)
             stack = TargetChoice(args.target).start(StackConfig(port_base=args.port_base, state_dir=args.state_dir))
             if args.json:
                 print(stack.info.to_json())

@@ -22,7 +22,7 @@ import pytest
 from chaos.cleanup import reap_orphans, terminate_as_interrupt
 from chaos.errors import ConfigError
 from chaos.limits import BASE_S, PhaseLimit
-from chaos.ports import BASES
+from chaos.ports import BASES, ephemeral_overlap
 from chaos.session import SEED, SOAK, TARGET
 from chaos.soak import Soak, parse_duration
 from chaos.targets.base import Capability
@@ -72,8 +72,10 @@ def pytest_configure(config: pytest.Config) -> None:
     reap_orphans()
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    return f"pd-chaos: target={config.getoption('--target')} seed={config.stash[SEED]} port-base={config.getoption('--port-base')}"
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    base = config.getoption("--port-base")
+    warning = ephemeral_overlap(base)
+    return [f"pd-chaos: target={config.getoption('--target')} seed={config.stash[SEED]} port-base={base}", *([f"pd-chaos: WARNING {warning}"] if warning else [])]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

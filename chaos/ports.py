@@ -12,7 +12,7 @@ import socket
 from chaos.errors import ConfigError
 from chaos.stack import LOOPBACK, PortPlan
 
-__all__ = ["BASES", "RUN_STRIDE", "STRIDE", "PortAllocator", "ensure_free", "ports_free"]
+__all__ = ["BASES", "RUN_STRIDE", "STRIDE", "PortAllocator", "ensure_free", "ephemeral_overlap", "ports_free"]
 
 STRIDE = 16  # one stack's range: PortPlan uses STACK_PORTS (14); room for two more
 _STACKS_PER_WORKER = 40  # ranges per pytest process (per xdist worker)
@@ -30,6 +30,19 @@ BASES = {
     "conform": 24000,  # pdchaos conform: pdsim here, the real engine 100 above
     "mutants": 25000,  # pdchaos mutants: one RUN_STRIDE per concurrent run
 }
+
+
+def ephemeral_overlap(base: int) -> str:
+    """A warning when the range from ``base`` (up to a run's stride) overlaps the kernel's
+    ephemeral ports, where an outgoing connection may take a port before a stack binds it
+    (seen: a router's 'Address already in use' at base 33112); empty when it does not."""
+    try:
+        low, high = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+    except (OSError, ValueError):
+        return ""
+    if base + RUN_STRIDE <= low or base > high:
+        return ""
+    return f"port base {base} overlaps the kernel's ephemeral ports {low}-{high}: an outgoing connection may take a stack's port (choose a base below {low - RUN_STRIDE})"
 
 
 def _port_free(port: int) -> bool:
