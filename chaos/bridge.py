@@ -13,6 +13,12 @@ user's curl) stays on the host's loopback and reaches them through this bridge:
 No address but loopback exists on either side, so no traffic leaves 127.0.0.0/8; the
 namespace, and every rule and qdisc in it, is gone once the bridge and the engines in it are.
 
+In a Compose stack the namespace is a container's that Compose made with no network: the
+bridge is that container's process, the engines' containers join its namespace, and it
+reaches the host's through ``--host-netns``, a bind mount of a host process's
+``/proc/<pid>/ns/net`` (as ``ip netns`` keeps a namespace; opening another process's ns file
+from inside a container is refused).
+
 How: the export listeners are made first, in the host's namespace; then the process
 unshares into a new one (``unshare(CLONE_NEWNET)``), brings its ``lo`` up and makes the
 import listeners there. A socket keeps the namespace it was made in, so one asyncio loop
@@ -150,12 +156,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m chaos.bridge", description=__doc__.split("\n\n")[0])
     ap.add_argument("--export", type=int, action="append", default=[], metavar="PORT", help="host 127.0.0.1:PORT to the namespace's 127.0.0.1:PORT")
     ap.add_argument("--import", dest="imports", type=int, action="append", default=[], metavar="PORT", help="the namespace's 127.0.0.1:PORT to the host's 127.0.0.1:PORT")
+    ap.add_argument("--host-netns", metavar="PATH", help="already in the stack's namespace (a container Compose made with no network): reach the host's through this file, a bind mount of a host process's ns/net")
     args = ap.parse_args(argv)
-    exports = [(_listen(p), p) for p in args.export]  # in the host's namespace, before the unshare
-    host_ns = os.open("/proc/self/ns/net", os.O_RDONLY)
-    _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
-    stack_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)  # a child of this thread: in the new namespace
+    if args.host_netns:
+        host_ns = os.open(args.host_netns, os.O_RDONLY)
+        stack_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        _setns(host_ns)
+        exports = [(_listen(p), p) for p in args.export]  # in the host's namespace
+        _setns(stack_ns)
+    else:
+        exports = [(_listen(p), p) for p in args.export]  # in the host's namespace, before the unshare
+        host_ns = os.open("/proc/self/ns/net", os.O_RDONLY)
+        _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+        stack_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)  # a child of this thread: in the new namespace
     imports = [(_listen(p), p) for p in args.imports]
     print(f"bridge ready: namespace /proc/{os.getpid()}/ns/net, exports {args.export}, imports {args.imports}", flush=True)
     try:

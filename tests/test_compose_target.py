@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,11 +84,16 @@ def test_decode_radix_cache_is_the_stacks_to_switch(engine, overlay):
 @pytest.mark.xdist_group("sglang")  # with tests/test_sglang_cpu.py: one SGLang stack at a time
 def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconfig, tmp_path):
     """compose-sglang-cpu: the sglang-cpu engines as containers, driven by the compose
-    target; a greedy request gets through smg and Toxiproxy; nothing is left."""
+    target; a greedy request gets through smg and Toxiproxy; the kv and control links break
+    by packet rules in the engines' namespace (the netns container's, entered from the host):
+    each fault verified, met by the engines' own traffic and healed to no rule; nothing is
+    left."""
     import httpx
 
+    from chaos.faults.packet import PacketFault
     from chaos.stack_factory import StackFactory
     from chaos.targets.registry import TargetChoice
+    from chaos.targets.sglang_cpu import packet_links_possible
 
     factory = StackFactory(TargetChoice("compose-sglang-cpu"), port_base(pytestconfig, "compose_sglang"), tmp_path)
     stack = factory.start()
@@ -99,6 +105,22 @@ def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconf
         assert reply.status_code == 200, reply.text
         assert len(reply.json()["output_ids"]) == 8
         assert "Receive: obj=GenerateReqInput" in stack.logs("decode")  # --log-requests, read through the target
+        for link, mode in ([("kv", "blackhole"), ("control", "reset")] if packet_links_possible() else []):
+            fault = PacketFault(stack, link, mode=mode)
+            fault.inject()
+            try:
+                evidence = fault.verify()
+                t0 = time.monotonic()
+                try:
+                    got: object = httpx.post(f"{stack.info.endpoints['client']}/generate", json=body, timeout=4).status_code
+                except httpx.TimeoutException:
+                    got = "timeout"
+                took = time.monotonic() - t0
+            finally:
+                fault.heal()
+            healed = fault.verify_healed()
+            assert got != 200 or took > 2.0, f"{fault.describe()}: a request crossed it untouched ({got} in {took:.2f}s); {evidence}"
+            assert fault._met is not None and fault._met.packets > 0, f"{fault.describe()} met none of the engines' traffic: {healed}"
     finally:
         factory.stop_all()
     assert project_containers(engine, project) == []

@@ -14,18 +14,21 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
-from chaos.errors import ConfigError, TargetError
+from chaos.errors import ConfigError, FaultNotApplied, TargetError
+from chaos.faults.packet import PacketLink
+from chaos.netns import Namespace
 from chaos.ports import ensure_free
 from chaos.procs import run
 from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
 from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
-from chaos.targets.sglang_cpu import LAUNCHER, SGLANG_HOME
+from chaos.targets.sglang_cpu import LAUNCHER, PACKET_CAPABILITIES, PACKET_LINKS, SGLANG_HOME, sglang_packet_link
 from chaos.tools import REPO_ROOT
 from chaos.wait import STATE_CHANGE_S, wait_until
 
@@ -35,16 +38,19 @@ COMPOSE_DIR = REPO_ROOT / "compose"
 
 
 class Variant(NamedTuple):
-    """An engine overlay of compose/stack.yaml: its file, what it can do, the links it proxies."""
+    """An engine overlay of compose/stack.yaml: its file, what it can do, the links it
+    proxies, and those it breaks with packet rules in the engines' namespace (its ``netns``
+    container's)."""
 
     overlay: str
     capabilities: frozenset[Capability]
     links: tuple[str, ...] = PROXIES
+    packet_links: tuple[str, ...] = ()
 
 
 VARIANTS: dict[str, Variant] = {
     "compose": Variant("cpu.yaml", frozenset(Capability)),
-    "compose-sglang-cpu": Variant("sglang-cpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),
+    "compose-sglang-cpu": Variant("sglang-cpu.yaml", REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS),
     "compose-gpu": Variant("gpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),  # image pinned to 0.5.23, as sglang-cpu
 }
 _CLI_TIMEOUT_S = 60.0
@@ -83,6 +89,8 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         # sglang-cpu.yaml mounts the host's SGLang venv and model, and the engines' launcher with the sgl_kernel shim
         "PDCHAOS_SGLANG_HOME": str(SGLANG_HOME),
         "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),
+        "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py"),  # the engines' namespace's process (sglang-cpu.yaml)
+        "PDCHAOS_HOST_NETNS": f"/proc/{os.getpid()}/ns/net",  # the host's side of that bridge: this process's namespace
     }
 
 
@@ -104,6 +112,7 @@ class ComposeStack:
     def __init__(self, info: StackInfo) -> None:
         self.info = info
         self.capabilities = VARIANTS[info.kind].capabilities
+        self.packet_links = VARIANTS[info.kind].packet_links
         self._client: Any = None
 
     # ---- bring up / attach / down ---------------------------------------------------------
@@ -168,7 +177,7 @@ class ComposeStack:
 
     # ---- the Target interface ---------------------------------------------------------------
     def _container(self, service: str) -> Any:
-        if service not in SERVICES:
+        if service not in SERVICES and service != "netns":
             raise ConfigError(f"unknown service {service!r}; known: {', '.join(SERVICES)}")
         if self._client is None:
             self._client = _docker()
@@ -242,3 +251,17 @@ class ComposeStack:
 
     def logs(self, service: str) -> str:
         return bytes(self._container(service).logs(stdout=True, stderr=True)).decode(errors="replace")
+
+    def _logs_since_start(self, service: str) -> str:
+        """The container's log since its latest start (a restart keeps the container, and its log)."""
+        c = self._container(service)
+        started = datetime.fromisoformat(c.attrs["State"]["StartedAt"][:19]).replace(tzinfo=timezone.utc)
+        return bytes(c.logs(stdout=True, stderr=True, since=int(started.timestamp()))).decode(errors="replace")
+
+    def packet_link(self, link: str) -> PacketLink:
+        """Where ``kv`` or ``control`` goes now, in the ``netns`` container's namespace,
+        entered from the host (no tool in any image)."""
+        pid = self.main_pid("netns")
+        if pid is None:
+            raise FaultNotApplied("the engines' namespace container (netns) is not running")
+        return sglang_packet_link(link, Namespace(pid), lambda: self._logs_since_start("decode"), self.info.endpoints["prefill_bootstrap"], self.info.kind)

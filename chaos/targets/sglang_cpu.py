@@ -28,6 +28,7 @@ import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -42,7 +43,7 @@ from chaos.targets.embedded import EmbeddedStack
 from chaos.tools import REPO_ROOT
 from chaos.wait import HTTP_CALL_S, wait_until
 
-__all__ = ["LAUNCHER", "MODEL_NAME", "SGLANG_HOME", "SGLangCPUStack", "check_installed", "packet_links_possible", "sglang_cpu_config"]
+__all__ = ["LAUNCHER", "MODEL_NAME", "PACKET_CAPABILITIES", "PACKET_LINKS", "SGLANG_HOME", "SGLangCPUStack", "check_installed", "packet_links_possible", "sglang_cpu_config", "sglang_packet_link"]
 
 SGLANG_HOME = REPO_ROOT / ".tools" / "sglang"
 LAUNCHER = REPO_ROOT / "sglang_cpu" / "launch.py"  # the engines' flags and environment, for this target and Compose
@@ -68,9 +69,34 @@ def packet_links_possible() -> bool:
 
 
 _NETNS = packet_links_possible()
+PACKET_LINKS = ("kv", "control") if _NETNS else ()  # what real engines in a namespace of the stack's own lose by packet rules
+PACKET_CAPABILITIES = frozenset({Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW} | ({Capability.LINK_DELAY} if netem_available() else set()) if _NETNS else set())
 # Mooncake (0.3.13) logs the ports it listens on: the TCP transport the KV bytes go to, and
 # the P2P handshake that precedes a session's first transfer
 _MOONCAKE_PORTS = (re.compile(r"TcpTransport: listen on port (\d+)"), re.compile(r"P2P handshake, listening on [\d.]+:(\d+)"))
+
+
+def sglang_packet_link(link: str, namespace: Namespace, decode_log: Callable[[], str], prefill_bootstrap: str, kind: str) -> PacketLink:
+    """Where real SGLang's ``kv`` or ``control`` link goes now, in the engines' ``namespace``:
+    decode's Mooncake TCP transport and handshake ports, from its log since its last start
+    (``decode_log``); prefill's ZMQ port, from its bootstrap server's ``/route``. Read at each
+    injection, since the engines pick these ports at each start. Shared by the local and the
+    Compose targets of real SGLang on CPU."""
+    if link == "kv":
+        log = decode_log()
+        found = [m[-1] for m in (rx.findall(log) for rx in _MOONCAKE_PORTS) if m]
+        if len(found) != len(_MOONCAKE_PORTS):
+            raise FaultNotApplied("decode's log since its start names no Mooncake TCP transport or handshake port yet")
+        transport, handshake = (int(p) for p in found)
+        return PacketLink(namespace, (transport, handshake), f"decode's Mooncake TCP transport {transport} and handshake {handshake}")
+    if link == "control":
+        url = f"{prefill_bootstrap}/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
+        try:
+            port = int(httpx.get(url, timeout=HTTP_CALL_S).json()["rank_port"])
+        except (httpx.HTTPError, ValueError, KeyError) as exc:
+            raise FaultNotApplied(f"prefill's bootstrap server did not give its ZMQ port ({url}): {exc}") from exc
+        return PacketLink(namespace, (port,), f"prefill's ZMQ port {port} (decode's handshake and metadata)")
+    raise ConfigError(f"the {kind} target breaks no link {link!r} with packet rules; it breaks {', '.join(PACKET_LINKS)}")
 
 
 class SGLangCPUStack(EmbeddedStack):
@@ -80,10 +106,8 @@ class SGLangCPUStack(EmbeddedStack):
     KIND = "sglang-cpu"
     LINKS = REAL_SGLANG_LINKS
     START_ORDER = ("toxiproxy", "bridge", "prefill", "decode", "router") if _NETNS else EmbeddedStack.START_ORDER
-    packet_links = ("kv", "control") if _NETNS else ()
-    capabilities = REAL_SGLANG | (
-        {Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW} | ({Capability.LINK_DELAY} if netem_available() else set()) if _NETNS else set()
-    )
+    packet_links = PACKET_LINKS
+    capabilities = REAL_SGLANG | PACKET_CAPABILITIES
 
     @classmethod
     def up(cls, cfg: StackConfig) -> "SGLangCPUStack":
@@ -105,22 +129,7 @@ class SGLangCPUStack(EmbeddedStack):
     def packet_link(self, link: str) -> PacketLink:
         """Where ``kv`` or ``control`` goes now: read at each injection, since the engines pick
         these ports at each start."""
-        ns = Namespace(self.pid("bridge"))
-        if link == "kv":
-            log = since_last_start(self.logs("decode"), "decode")
-            found = [m[-1] for m in (rx.findall(log) for rx in _MOONCAKE_PORTS) if m]
-            if len(found) != len(_MOONCAKE_PORTS):
-                raise FaultNotApplied("decode's log since its start names no Mooncake TCP transport or handshake port yet")
-            transport, handshake = (int(p) for p in found)
-            return PacketLink(ns, (transport, handshake), f"decode's Mooncake TCP transport {transport} and handshake {handshake}")
-        if link == "control":
-            url = f"{self.info.endpoints['prefill_bootstrap']}/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
-            try:
-                port = int(httpx.get(url, timeout=HTTP_CALL_S).json()["rank_port"])
-            except (httpx.HTTPError, ValueError, KeyError) as exc:
-                raise FaultNotApplied(f"prefill's bootstrap server did not give its ZMQ port ({url}): {exc}") from exc
-            return PacketLink(ns, (port,), f"prefill's ZMQ port {port} (decode's handshake and metadata)")
-        raise ConfigError(f"the {self.KIND} target breaks no link {link!r} with packet rules; it breaks {', '.join(self.packet_links)}")
+        return sglang_packet_link(link, Namespace(self.pid("bridge")), lambda: since_last_start(self.logs("decode"), "decode"), self.info.endpoints["prefill_bootstrap"], self.KIND)
 
     def down(self) -> None:
         """Stop the stack, then remove the /dev/shm files its killed engines could not
