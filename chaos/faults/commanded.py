@@ -18,9 +18,7 @@ from collections.abc import Callable
 from subprocess import CompletedProcess
 
 from chaos.errors import FaultNotApplied, FaultNotHealed
-from chaos.faults.base import Fault
-from chaos.netns import MODES
-from chaos.targets.base import ENGINES
+from chaos.faults.packet import LinkFault
 
 __all__ = ["CommandedLinkFault"]
 
@@ -31,49 +29,34 @@ def _tail(done: CompletedProcess[str]) -> str:
     return " | ".join((done.stdout + done.stderr).strip().splitlines()[-3:]) or "no output"
 
 
-class CommandedLinkFault(Fault):
+class CommandedLinkFault(LinkFault):
     """``mode`` (blackhole, reset, refuse), or with ``rate_kbit`` a crawl, on ``link`` by the
     commands ``commands`` (the link's entry of the stack file), each run by ``run``."""
 
     kind = "link"
+    how = "the stack file's commands"
 
     def __init__(self, link: str, commands: dict[str, str], run: Runner, *, mode: str = "", rate_kbit: int | None = None) -> None:
-        if (mode in MODES) == (rate_kbit is not None):
-            raise ValueError(f"a link fault is one of {', '.join(MODES)} or a crawl (rate_kbit), not mode={mode!r} rate_kbit={rate_kbit}")
-        self.link, self.commands, self._run = link, commands, run
+        super().__init__(link, mode=mode, rate_kbit=rate_kbit)
+        self.commands, self._run = commands, run
         self.action = mode or "crawl"
-        self.rate_kbit = rate_kbit
 
-    @property
-    def implicates(self) -> tuple[str, ...]:
-        return ENGINES  # both ends of a link between the engines
-
-    def describe(self) -> str:
-        what = f"crawl at {self.rate_kbit} kbit/s" if self.rate_kbit is not None else self.action
-        return f"{what} on {self.link} (the stack file's commands)"
-
-    def _do(self, action: str) -> CompletedProcess[str]:
+    def _expect(self, action: str, status: int, error: type[Exception], after: str = "") -> str:
+        """Run the link's ``action`` command; its output, or ``error`` if it exits otherwise than ``status``."""
         cmd = self.commands[action].replace("{rate_kbit}", str(self.rate_kbit))
-        return self._run(cmd, f"links.{self.link}.{action} (`{cmd}`)")
+        done = self._run(cmd, f"links.{self.link}.{action} (`{cmd}`)")
+        if done.returncode != status:
+            raise error(f"links.{self.link}.{action} exited {done.returncode}{after}: {_tail(done)}")
+        return _tail(done)
 
     def inject(self) -> None:
-        done = self._do(self.action)
-        if done.returncode != 0:
-            raise FaultNotApplied(f"links.{self.link}.{self.action} exited {done.returncode}: {_tail(done)}")
+        self._expect(self.action, 0, FaultNotApplied)
 
     def verify(self) -> str:
-        done = self._do("active")
-        if done.returncode != 0:
-            raise FaultNotApplied(f"links.{self.link}.active exited {done.returncode} after {self.action}: {_tail(done)}")
-        return f"links.{self.link}.active: {_tail(done)}"
+        return f"links.{self.link}.active: {self._expect('active', 0, FaultNotApplied, f' after {self.action}')}"
 
     def heal(self) -> None:
-        done = self._do("heal")
-        if done.returncode != 0:
-            raise FaultNotHealed(f"links.{self.link}.heal exited {done.returncode}: {_tail(done)}")
+        self._expect("heal", 0, FaultNotHealed)
 
     def verify_healed(self) -> str:
-        done = self._do("active")
-        if done.returncode != 1:
-            raise FaultNotHealed(f"links.{self.link}.active exited {done.returncode} after heal (1 means none): {_tail(done)}")
-        return f"links.{self.link}.active exited 1: {_tail(done)}"
+        return f"links.{self.link}.active exited 1: {self._expect('active', 1, FaultNotHealed, ' after heal (1 means none)')}"

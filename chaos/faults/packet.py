@@ -22,7 +22,7 @@ from chaos.faults.base import Fault
 from chaos.netns import MODES, Counters, Namespace
 from chaos.targets.base import ENGINES
 
-__all__ = ["PacketFault", "PacketLink", "PacketLinks"]
+__all__ = ["LinkFault", "PacketFault", "PacketLink", "PacketLinks"]
 
 _PROBE_S = 1.0
 _PROBE = """
@@ -60,19 +60,16 @@ class PacketLinks(Protocol):
     def packet_link(self, link: str) -> PacketLink: ...
 
 
-class PacketFault(Fault):
-    """``mode`` (blackhole, reset, refuse) rules, or with ``rate_kbit`` a crawl, on one link."""
+class LinkFault(Fault):
+    """A fault on an engine-to-engine link: one of ``MODES`` (blackhole, reset, refuse), or
+    with ``rate_kbit`` a crawl. ``how`` says by what means, for its description."""
 
-    kind = "packet"
+    how = ""
 
-    def __init__(self, target: PacketLinks, link: str, *, mode: str = "", rate_kbit: int | None = None, minor: int | None = None) -> None:
+    def __init__(self, link: str, *, mode: str = "", rate_kbit: int | None = None) -> None:
         if (mode in MODES) == (rate_kbit is not None):
-            raise ValueError(f"a packet fault is one of {', '.join(MODES)} or a crawl (rate_kbit), not mode={mode!r} rate_kbit={rate_kbit}")
-        self.target, self.link, self.mode, self.rate_kbit = target, link, mode, rate_kbit
-        self.minor = next(_minors) if minor is None else minor
-        self.tag = f"pdchaos-{link}-{self.minor:x}"
-        self._at: PacketLink | None = None
-        self._met: Counters | None = None
+            raise ValueError(f"a link fault is one of {', '.join(MODES)} or a crawl (rate_kbit), not mode={mode!r} rate_kbit={rate_kbit}")
+        self.link, self.mode, self.rate_kbit = link, mode, rate_kbit
 
     @property
     def implicates(self) -> tuple[str, ...]:
@@ -80,7 +77,23 @@ class PacketFault(Fault):
 
     def describe(self) -> str:
         what = f"crawl at {self.rate_kbit} kbit/s" if self.rate_kbit is not None else self.mode
-        return f"{what} on {self.link} (packet rules)"
+        return f"{what} on {self.link} ({self.how})"
+
+
+class PacketFault(LinkFault):
+    """A link fault by packet rules (``mode``) or an htb class (a crawl) in the namespace the
+    target names."""
+
+    kind = "packet"
+    how = "packet rules"
+
+    def __init__(self, target: PacketLinks, link: str, *, mode: str = "", rate_kbit: int | None = None, minor: int | None = None) -> None:
+        super().__init__(link, mode=mode, rate_kbit=rate_kbit)
+        self.target = target
+        self.minor = next(_minors) if minor is None else minor
+        self.tag = f"pdchaos-{link}-{self.minor:x}"
+        self._at: PacketLink | None = None
+        self._met: Counters | None = None
 
     @property
     def at(self) -> PacketLink:
