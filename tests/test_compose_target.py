@@ -38,18 +38,26 @@ def _compose_config(*files: str, env: dict[str, str] | None = None) -> subproces
     return run([*argv, "config", "--format", "json"], timeout_s=30, env=os.environ | (env or {}))
 
 
-SGLANG_ENV = {"PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"), "PDCHAOS_SGLANG_CPU": str(REPO_ROOT / "sglang_cpu")}
+SGLANG_ENV = {"PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"), "PDCHAOS_SGLANG_CPU": str(REPO_ROOT / "sglang_cpu"), "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py")}
 
 
 @pytest.mark.parametrize("overlay", ["cpu.yaml", "sglang-cpu.yaml", "gpu.yaml"])
 def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
+    """No overlay makes a network: every service is on the host's loopback, except, on
+    sglang-cpu.yaml, the engines in the namespace of a container with no network at all,
+    joined to the host's loopback by the bridge in it (no address but 127.0.0.1 anywhere)."""
     r = _compose_config(overlay, env=SGLANG_ENV)
     assert r.returncode == 0, r.stderr
     services = json.loads(r.stdout)["services"]
-    assert set(services) == {"toxiproxy", "prefill", "decode", "router"}
+    namespaced = overlay == "sglang-cpu.yaml"
+    assert set(services) == {"toxiproxy", "prefill", "decode", "router"} | ({"netns"} if namespaced else set())
     for name, svc in services.items():
-        assert svc["network_mode"] == "host" and svc["init"] is True, name
+        network = "service:netns" if namespaced and name in ("prefill", "decode") else "none" if name == "netns" else "host"
+        assert svc["network_mode"] == network and svc["init"] is True, name
         assert "healthcheck" in svc, name
+    if namespaced:
+        assert services["netns"]["cap_add"] == ["SYS_ADMIN"] and "privileged" not in services["netns"]  # setns, nothing more
+        assert all(v["read_only"] for v in services["netns"]["volumes"])
     if overlay == "gpu.yaml":
         for engine_name in ("prefill", "decode"):
             svc = services[engine_name]
@@ -134,6 +142,12 @@ def test_ports_follow_the_port_plan(engine):
     assert f"--port={plan.router}" in services["router"]["command"]
     assert str(plan.bootstrap) in services["router"]["command"]  # decode's handshake goes through the proxy
     assert f"--kv-advertise=127.0.0.1:{plan.kv}" in services["decode"]["command"]
+    # the engines' torch.distributed ports are the stack's own on every overlay, so two stacks
+    # (a module's own beside the session's) never bind the same one
+    for overlay, env in (("sglang-cpu.yaml", SGLANG_ENV), ("gpu.yaml", {})):
+        engines = json.loads(_compose_config(overlay, env=plan.as_env() | env).stdout)["services"]
+        assert f"--nccl-port={plan.prefill_dist}" in engines["prefill"]["command"], overlay
+        assert f"--nccl-port={plan.decode_dist}" in engines["decode"]["command"], overlay
 
 
 def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factory):
