@@ -228,3 +228,56 @@ def test_pause_is_retried_only_while_the_freezer_is_busy():
     with pytest.raises(RuntimeError, match="No such container"):
         _pause(gone)
     assert gone.calls == 1
+
+
+_SGLANG_PARSE = """
+import json, sys
+from sglang.srt.server_args import prepare_server_args
+a = prepare_server_args(sys.argv[1:])
+print(json.dumps({k: getattr(a, k) for k in ("model_path", "port", "nccl_port", "disaggregation_mode", "disaggregation_bootstrap_port",
+      "disaggregation_transfer_backend", "enable_metrics", "log_requests", "skip_server_warmup", "max_running_requests", "mem_fraction_static")}))
+"""
+
+
+@pytest.mark.skipif(not (REPO_ROOT / ".tools" / "sglang" / "venv" / "bin" / "python").exists(), reason="real SGLang not set up: run `make setup-sglang`")
+def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(engine):
+    """The GPU path checked without a GPU (issue 28): each engine's command line, as Compose
+    renders gpu.yaml for a stack, goes through SGLang 0.5.23's own ``prepare_server_args``
+    (the sglang-cpu venv; a flag renamed upstream exits 2 here, not in a user's nightly run),
+    the router's through smg 1.13.0's ``parse_router_args``; every SGLANG_/MC_ variable the
+    engines get is one the pinned SGLang or Mooncake reads."""
+    from chaos.stack import PortPlan
+
+    plan = PortPlan(30000)
+    services = json.loads(_compose_config("gpu.yaml", env=plan.as_env()).stdout)["services"]
+    venv = REPO_ROOT / ".tools" / "sglang" / "venv"
+    env = {"PATH": "/usr/bin:/bin", "SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": str(REPO_ROOT / "sglang_cpu" / "shim"), "HF_HUB_OFFLINE": "1"}
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    read = "\n".join(p.read_text(errors="replace") for p in (site / "sglang").rglob("*.py"))
+    mooncake = b"".join(p.read_bytes() for p in (site / "mooncake").rglob("*.so"))
+    for role, port in (("prefill", plan.prefill), ("decode", plan.decode)):
+        svc = services[role]
+        assert svc["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
+        parsed = run([str(venv / "bin" / "python"), "-c", _SGLANG_PARSE, *svc["command"]], timeout_s=120, env=env, cwd="/tmp")
+        assert parsed.returncode == 0, f"{role}: {parsed.stderr[-1500:]}"
+        args = json.loads(parsed.stdout.strip().splitlines()[-1])
+        assert args["disaggregation_mode"] == role and args["port"] == port and args["disaggregation_transfer_backend"] == "mooncake", args
+        assert args["nccl_port"] == (plan.prefill_dist if role == "prefill" else plan.decode_dist), args
+        assert args["enable_metrics"] and args["log_requests"] and args["skip_server_warmup"], args
+        if role == "prefill":
+            assert args["disaggregation_bootstrap_port"] == plan.prefill_bootstrap, args
+        for var in svc["environment"]:
+            if var.startswith("SGLANG_"):
+                assert var in read, f"{role} sets {var}, which SGLang 0.5.23 does not read"
+            elif var.startswith("MC_"):
+                assert var.encode() in mooncake, f"{role} sets {var}, which Mooncake does not read"
+    # the check can fail: a misspelt flag is refused, and the variable only pdsim reads is not SGLang's
+    typo = run([str(venv / "bin" / "python"), "-c", _SGLANG_PARSE, *services["prefill"]["command"], "--disaggregation-bootstrap-prt=1"], timeout_s=120, env=env, cwd="/tmp")
+    assert typo.returncode == 2 and "unrecognized arguments" in typo.stderr, typo.stderr[-500:]
+    assert "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT" not in read
+    router = services["router"]["command"]
+    smg = run([sys.executable, "-c", "import sys, json; from smg.launch_router import parse_router_args; a = parse_router_args(sys.argv[1:]); print(json.dumps({'pd': a.pd_disaggregation, 'prefill': a.prefill_urls, 'decode': a.decode_urls, 'port': a.port}))", *router], timeout_s=60)
+    assert smg.returncode == 0, smg.stderr[-1500:]
+    got = json.loads(smg.stdout.strip().splitlines()[-1])
+    assert got["pd"] and got["port"] == plan.router and got["decode"] == [f"http://127.0.0.1:{plan.decode}"], got
+    assert got["prefill"] == [[f"http://127.0.0.1:{plan.prefill}", plan.bootstrap]], got  # decode's handshake crosses Toxiproxy

@@ -150,7 +150,7 @@ class SGLangCPUStack(EmbeddedStack):
 
     @staticmethod
     def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
-        env = cfg.timeouts.to_env() | {
+        env = cfg.timeouts.to_env(inflight_watchdog=cfg.inflight_watchdog) | {
             "PYTHONPATH": "",  # nothing of the rig's environment on the engines' path: the launcher puts the shim there
             "LD_LIBRARY_PATH": ":".join(str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")),  # libibverbs, libnl for Mooncake
         }
