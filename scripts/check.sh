@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's own checks, run first by `make test` (and so by CI): ruff's lint on every
-# Python tree, and mypy on the product (chaos, pdsim), both configured in pyproject.toml.
+# Python tree, and mypy on the product, its tests, suites and benchmarks, both configured in
+# pyproject.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/ruff check chaos pdsim tests suites bench sglang_cpu scripts

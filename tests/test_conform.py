@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from typing import Any, Callable
 
 import pytest
 
@@ -55,7 +56,8 @@ def _pdsim(cases: list[tuple[str, str | None]], monkeypatch: pytest.MonkeyPatch)
         kind, default = VARIABLES[name]
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
-            got = {"int": env_int, "float": env_float, "bool": env_bool}[kind](name, default)
+            parse: Callable[[str, Any], Any] = {"int": env_int, "float": env_float, "bool": env_bool}[kind]
+            got = parse(name, default)
         out.append([got, [str(x.message) for x in w]])
     return out
 

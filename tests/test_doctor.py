@@ -70,7 +70,7 @@ class Clients:
 def clients(stack) -> Iterator[type[Clients]]:
     made: list[Clients] = []
 
-    def make(**kw) -> Clients:  # type: ignore[no-untyped-def]
+    def make(**kw) -> Clients:
         c = Clients(stack.info.endpoints["client"], **kw)
         made.append(c)
         return c
@@ -80,7 +80,7 @@ def clients(stack) -> Iterator[type[Clients]]:
         c.join()
 
 
-def _wait_for(predicate, timeout_s: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+def _wait_for(predicate, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"
@@ -119,7 +119,7 @@ def test_frozen_decode(stack, workload, faults, clients):
     assert not report.probes["router"]["ok"]  # the server is wedged for new traffic too
 
 
-def _open_router(stack) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+def _open_router(stack) -> dict[str, list[str]]:
     from chaos.doctor.openreqs import open_requests
 
     return open_requests({"router": stack.logs("router")}, time.time() - 60)

@@ -205,7 +205,7 @@ def test_a_fault_names_the_engines_it_strikes():
     from chaos.faults.engine_api import AbortAll
 
     toxic = Toxic("t", "timeout", "downstream", 1.0, {})
-    assert Kill(None, "decode").implicates == ("decode",) and Freeze(None, "prefill").implicates == ("prefill",)  # type: ignore[arg-type]
-    assert Restart(None, "router").implicates == () and AbortAll(None, "prefill").implicates == ("prefill",)  # type: ignore[arg-type]
-    assert ToxicFault(None, "kv", toxic).implicates == ("prefill", "decode") == ProxyDown(None, "bootstrap", "").implicates  # type: ignore[arg-type]
-    assert ToxicFault(None, "client_router", toxic).implicates == () == ClientFault("bad requests").implicates  # type: ignore[arg-type]
+    assert Kill(None, "decode").implicates == ("decode",) and Freeze(None, "prefill").implicates == ("prefill",)
+    assert Restart(None, "router").implicates == () and AbortAll(None, "prefill").implicates == ("prefill",)
+    assert ToxicFault(None, "kv", toxic).implicates == ("prefill", "decode") == ProxyDown(None, "bootstrap", "").implicates
+    assert ToxicFault(None, "client_router", toxic).implicates == () == ClientFault("bad requests").implicates

@@ -181,7 +181,7 @@ def test_a_suite_names_the_link_and_the_target_picks_the_mechanism(stage):
 
     stage.info = SimpleNamespace(proxies={})  # no proxy on the link
     stage.capabilities = frozenset()
-    faults = Faults(stage, History(), sampler=None, toxiproxy=None)  # type: ignore[arg-type]
+    faults = Faults(stage, History(), sampler=None, toxiproxy=None)
     with faults.blackhole("echo", stream="upstream") as fault:
         assert isinstance(fault, PacketFault) and fault.mode == "blackhole"
         assert _echo(stage.port, b"z", timeout_s=1.0) == "timeout"

@@ -28,8 +28,8 @@ def cli(tmp_path, pytestconfig):
     def pdchaos(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return run([*PDCHAOS, "--state-dir", str(state), *args], timeout_s=timeout, env={**os.environ, **(env or {})})
 
-    pdchaos.base = base  # type: ignore[attr-defined]
-    pdchaos.state = state  # type: ignore[attr-defined]
+    pdchaos.base = base
+    pdchaos.state = state
     yield pdchaos
     pdchaos("down")
 

@@ -9,20 +9,20 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.growth import CHECKPOINT, Limit
-from chaos.history import Chunk, Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Phase, Sample, TriggerFired
+from chaos.history import Chunk, Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Phase, Sample, Stage, TriggerFired
 from chaos.pipeline import Metric
 from chaos.sampler import HEALTH
 
 
 def op(h: History, name: str, t0: float, t1: float | None, outcome: Outcome = Outcome.OK, *, reply: str = "r", context: str = "", phase: str = "", agent: str = "", rnd: int = -1, prompt: int | None = None, error: str = "") -> None:
-    h.append(Invoke(t0, 0.0, name, "/v1/chat/completions", True, agent, rnd, context, phase))
+    h.append(Invoke(t0, 0.0, name, "/v1/chat/completions", True, agent, rnd, context, Phase(phase)))
     if t1 is not None:
         h.append(Complete(t1, 0.0, name, outcome, 200 if outcome is Outcome.OK else 500, error, reply, prompt, 2))
 
 
 def fault(h: History, inject: float, heal: float) -> None:
-    h.append(FaultEvent(inject, 0.0, "kill#1", "inject", "SIGKILL decode"))
-    h.append(FaultEvent(heal, 0.0, "kill#1", "healed", "SIGKILL decode"))
+    h.append(FaultEvent(inject, 0.0, "kill#1", Stage.INJECT, "SIGKILL decode"))
+    h.append(FaultEvent(heal, 0.0, "kill#1", Stage.HEALED, "SIGKILL decode"))
 
 
 def series(h: History, source: str, metric: str, points: list[tuple[float, float]]) -> None:
@@ -387,9 +387,9 @@ def test_a_wrong_reply_shows_where_it_leaves_its_baseline():
 
 def test_a_misspelt_phase_or_since_fails_at_once():
     with pytest.raises(ValueError):
-        v.no_leak(gauges=[], within_s=1, since="heals")  # type: ignore[arg-type]
+        v.no_leak(gauges=[], within_s=1, since="heals")
     with pytest.raises(ValueError):
-        Invoke(0.0, 0.0, "a", "/p", False, phase="faults")  # type: ignore[arg-type]
+        Invoke(0.0, 0.0, "a", "/p", False, phase="faults")
 
 
 def test_health_tells_truth():
