@@ -16,11 +16,12 @@ from pathlib import Path
 
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
-from chaos.faults.held import ACTIONS, link_command
+from chaos.faults.held import link_command
 from chaos.ports import BASES, ephemeral_overlap
 from chaos.stack import STACK_PORTS, StackConfig
-from chaos.targets.base import SERVICES, Target
+from chaos.targets.base import ENGINE_LINKS, SERVICES, Target
 from chaos.targets.registry import TARGETS, TargetChoice, load_target
+from chaos.targets.stackfile import LINK_COMMANDS, SVC_ACTIONS, describe
 
 __all__ = ["main"]
 
@@ -40,11 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="show the running stack and whether each service is alive")
     sub.add_parser("down", help="stop every service of the stack")
     svc = sub.add_parser("svc", help="act on one service of the stack (what an attach stack file's commands may call)")
-    svc.add_argument("action", choices=("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs"), help="running/frozen answer by exit status (0 = yes)")
+    svc.add_argument("action", choices=SVC_ACTIONS, help="running/frozen answer by exit status (0 = yes)")
     svc.add_argument("service", choices=SERVICES)
     lnk = sub.add_parser("link", help="break or heal an engine link of the stack with packet rules (sglang-cpu), one call at a time: what an attach stack file's links commands may call")
-    lnk.add_argument("link", choices=("kv", "control"))
-    lnk.add_argument("action", choices=ACTIONS, help="active answers by exit status (0 = a fault is on the link)")
+    lnk.add_argument("link", choices=ENGINE_LINKS)
+    lnk.add_argument("action", choices=LINK_COMMANDS, help="active answers by exit status (0 = a fault is on the link)")
     lnk.add_argument("--rate-kbit", type=int, help="crawl: the link's rate in kbit/s")
     sfile = sub.add_parser("stack-file", help="print the attach stack file of the stack: its endpoints, and pdchaos svc and link calls as its commands")
     sfile.add_argument("--links", default=None, help="links to give commands for, comma-separated (default: those the stack breaks with packet rules)")
@@ -125,8 +126,6 @@ def _svc(target: Target, action: str, service: str) -> int:
 
 def _stack_file(target: Target, links: str | None) -> str:
     import yaml
-
-    from chaos.targets.stackfile import describe
 
     chosen = tuple(getattr(target, "packet_links", ())) if links is None else tuple(x for x in links.split(",") if x)
     return yaml.safe_dump(describe(target.info, str(Path(sys.argv[0]).resolve()), links=chosen), sort_keys=False, width=200)

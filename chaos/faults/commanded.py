@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from subprocess import CompletedProcess
 
-from chaos.errors import FaultNotApplied, FaultNotHealed
+from chaos.errors import ConfigError, FaultNotApplied, FaultNotHealed
 from chaos.faults.packet import LinkFault
 
 __all__ = ["CommandedLinkFault"]
@@ -40,6 +40,8 @@ class CommandedLinkFault(LinkFault):
         super().__init__(link, mode=mode, rate_kbit=rate_kbit)
         self.commands, self._run = commands, run
         self.action = mode or "crawl"
+        if self.action not in commands:
+            raise ConfigError(f"the stack file gives no links.{link}.{self.action} command")
 
     def _expect(self, action: str, status: int, error: type[Exception], after: str = "") -> str:
         """Run the link's ``action`` command; its output, or ``error`` if it exits otherwise than ``status``."""

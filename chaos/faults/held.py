@@ -17,9 +17,8 @@ from chaos.errors import ConfigError, FaultNotApplied
 from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.targets.base import Target
 
-__all__ = ["ACTIONS", "link_command"]
+__all__ = ["link_command"]
 
-ACTIONS = ("blackhole", "reset", "refuse", "crawl", "heal", "active")
 _MINOR = {"kv": 0x8, "control": 0x9}  # below the suites' classes (from 0x10): one per link
 
 

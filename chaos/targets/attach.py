@@ -137,11 +137,7 @@ class AttachedStack:
 
     def link_fault(self, link: str, *, mode: str = "", rate_kbit: int | None = None) -> CommandedLinkFault:
         """A fault on an engine link by the file's ``links.<link>`` commands."""
-        commands = self.links.get(link, {})
-        action = mode or "crawl"
-        if action not in commands:
-            raise ConfigError(f"the stack file gives no links.{link}.{action} command")
-        return CommandedLinkFault(link, commands, self._shell, mode=mode, rate_kbit=rate_kbit)
+        return CommandedLinkFault(link, self.links.get(link, {}), self._shell, mode=mode, rate_kbit=rate_kbit)
 
     def _act(self, service: str, action: str) -> None:
         if not self.allow_destructive:

@@ -11,10 +11,11 @@ from typing import Protocol, runtime_checkable
 
 from chaos.stack import StackInfo
 
-__all__ = ["Capability", "ENGINES", "REAL_SGLANG", "REAL_SGLANG_LINKS", "SERVICES", "Target"]
+__all__ = ["Capability", "ENGINES", "ENGINE_LINKS", "REAL_SGLANG", "REAL_SGLANG_LINKS", "SERVICES", "Target"]
 
 SERVICES = ("toxiproxy", "prefill", "decode", "router")
 ENGINES = ("prefill", "decode")
+ENGINE_LINKS = ("kv", "control")  # engine to engine: where real engines pick their own ports, so no proxy sits
 
 
 class Capability(enum.Enum):

@@ -38,7 +38,7 @@ from chaos.netns import Namespace, netem_available
 from chaos.procs import ProcSpec, since_last_start
 from chaos.shm import remove_orphans
 from chaos.stack import PortPlan, StackConfig
-from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, Capability
+from chaos.targets.base import ENGINE_LINKS, REAL_SGLANG, REAL_SGLANG_LINKS, Capability
 from chaos.targets.embedded import EmbeddedStack
 from chaos.tools import REPO_ROOT
 from chaos.wait import HTTP_CALL_S, wait_until
@@ -69,7 +69,7 @@ def packet_links_possible() -> bool:
 
 
 _NETNS = packet_links_possible()
-PACKET_LINKS = ("kv", "control") if _NETNS else ()  # what real engines in a namespace of the stack's own lose by packet rules
+PACKET_LINKS = ENGINE_LINKS if _NETNS else ()  # what real engines in a namespace of the stack's own lose by packet rules
 PACKET_CAPABILITIES = frozenset({Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW} | ({Capability.LINK_DELAY} if netem_available() else set()) if _NETNS else set())
 # Mooncake (0.3.13) logs the ports it listens on: the TCP transport the KV bytes go to, and
 # the P2P handshake that precedes a session's first transfer

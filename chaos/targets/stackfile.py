@@ -42,15 +42,16 @@ import yaml
 
 from chaos.errors import ConfigError
 from chaos.stack import PROXIES, StackInfo
-from chaos.targets.base import SERVICES
+from chaos.targets.base import ENGINE_LINKS, SERVICES
 
-__all__ = ["COMMANDS", "LINK_COMMANDS", "LINKS", "describe", "load_stack_file"]
+__all__ = ["COMMANDS", "LINK_COMMANDS", "SVC_ACTIONS", "describe", "load_stack_file"]
 
 # What a service's commands do; `running` and `frozen` answer by exit status (0 = yes).
 COMMANDS = ("running", "frozen", "kill", "terminate", "start", "stop", "restart", "freeze", "thaw", "logs")
 # What a link's commands do (chaos.faults.commanded); `active` answers by exit status (0 = a fault is on).
 LINK_COMMANDS = ("blackhole", "reset", "refuse", "crawl", "heal", "active")
-LINKS = ("kv", "control")  # the engine-to-engine links, where real engines pick their own ports
+# What `pdchaos svc` does, so the stack file `pdchaos stack-file` writes: every command but terminate.
+SVC_ACTIONS = ("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs")
 
 _URL = {"type": "string", "pattern": r"^https?://[^/\s]+(/\S*)?$"}
 _ADDR = {"type": "string", "pattern": r"^[^:\s]+:\d+$"}
@@ -95,7 +96,7 @@ SCHEMA: dict[str, Any] = {
                     "minProperties": 3,  # and at least one fault
                     "properties": {c: {"type": "string", "minLength": 1} for c in LINK_COMMANDS},
                 }
-                for link in LINKS
+                for link in ENGINE_LINKS
             },
         },
         "timeouts": {
@@ -154,7 +155,6 @@ def load_stack_file(path: Path) -> dict[str, Any]:
 
 
 _TIMEOUTS = ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_interval_s", "heartbeat_max_failure", "disconnect_poll_s")
-_DESCRIBED_LINK = {"kv": ("blackhole", "reset", "refuse", "crawl"), "control": ("blackhole", "reset", "refuse")}
 
 
 def describe(info: StackInfo, pdchaos: str, *, links: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -165,11 +165,11 @@ def describe(info: StackInfo, pdchaos: str, *, links: tuple[str, ...] = ()) -> d
     pd-chaos did not start would be: the worked example of ``--target attach``."""
     cli = f"{shlex.quote(pdchaos)} --state-dir {shlex.quote(info.state_dir)}"
     services = {
-        name: {action: f"{cli} svc {action} {name}" for action in ("running", "frozen", "kill", "start", "stop", "restart", "freeze", "thaw", "logs")}
+        name: {action: f"{cli} svc {action} {name}" for action in SVC_ACTIONS}
         for name in ("prefill", "decode", "router")
     }
     described_links = {
-        link: {**{action: f"{cli} link {link} {action}" + (" --rate-kbit {rate_kbit}" if action == "crawl" else "") for action in _DESCRIBED_LINK[link]}, "heal": f"{cli} link {link} heal", "active": f"{cli} link {link} active"}
+        link: {action: f"{cli} link {link} {action}" + (" --rate-kbit {rate_kbit}" if action == "crawl" else "") for action in LINK_COMMANDS}
         for link in links
     }
     c = info.config
