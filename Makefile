@@ -1,5 +1,5 @@
 # The two Quick start commands (README): `make suites` and `make test`. Both set up first.
-.PHONY: setup setup-sglang docker suites suites-sglang suites-compose test mutants leftovers bench clean
+.PHONY: setup setup-sglang docker suites suites-sglang suites-compose gpu-pull gpu-model suites-gpu test mutants leftovers bench clean
 
 setup:
 	scripts/setup.sh
@@ -23,6 +23,19 @@ suites-sglang: setup-sglang
 # The same suites against the CPU compose stack (containers, host networking).
 suites-compose: docker
 	scripts/pytest.sh suites --target compose $(PYTEST_ARGS)
+
+# Real SGLang on GPUs (docs/gpu.md): on a host with its own Docker, NVIDIA driver and toolkit.
+# PDCHAOS_TARGET=compose-gpu-rdma for Mooncake over RDMA; PDCHAOS_GPUS lists the GPUs to use.
+gpu-pull: setup
+	scripts/gpu.sh pull
+
+gpu-model: setup
+	scripts/gpu.sh model
+
+# The nightly job: `pdchaos gpu-check` first (nothing starts unless the host can run it), then
+# the suites; reports in reports/$$PDCHAOS_RUN_ID/ (junit.xml, summary.md, engine logs).
+suites-gpu: setup
+	scripts/gpu.sh suites $(PYTEST_ARGS)
 
 # ruff and mypy first (scripts/check.sh); then two workers (this machine has two cores),
 # tests of real SGLang staying on one of them.

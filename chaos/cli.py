@@ -20,7 +20,7 @@ from chaos.faults.held import link_command
 from chaos.ports import BASES, ephemeral_overlap
 from chaos.stack import STACK_PORTS, StackConfig
 from chaos.targets.base import ENGINE_LINKS, SERVICES, Target
-from chaos.targets.registry import TARGETS, TargetChoice, load_target
+from chaos.targets.registry import GPU, TARGETS, TargetChoice, load_target
 from chaos.targets.stackfile import LINK_COMMANDS, SVC_ACTIONS, describe
 
 __all__ = ["main"]
@@ -69,7 +69,32 @@ def _parser() -> argparse.ArgumentParser:
     con.add_argument("--against", choices=("sglang-cpu", "compose-sglang-cpu"), default="sglang-cpu", help="the real engine's target (default sglang-cpu)")
     con.add_argument("--port-base", type=int, default=BASES["conform"], help=f"first port of the pdsim stack; the other takes the next 100 (default {BASES['conform']})")
     con.add_argument("--json", type=Path, help="write both observations and the diff as JSON to this path")
+    gpu = sub.add_parser("gpu-check", help="can this host run the GPU suites? GPUs, driver, Docker and its NVIDIA runtime, images, model, disk (starts nothing)")
+    gpu.add_argument("--target", choices=GPU, default=os.environ.get("PDCHAOS_TARGET") if os.environ.get("PDCHAOS_TARGET") in GPU else "compose-gpu")
+    gpu.add_argument("--json", action="store_true", help="print the checks as JSON")
     return p
+
+
+def _gpu_check(args: argparse.Namespace) -> int:
+    """Exit 0 when the host can run the target's suites, 2 when something is missing."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from chaos.gpuhost import MISSING, LocalHost, as_json, check_host
+
+    checks = check_host(args.target, LocalHost())
+    if args.json:
+        print(as_json(checks))
+    else:
+        table = Table("check", "state", "found", "fix", title=f"{args.target} on this host")
+        for c in checks:
+            table.add_row(escape(c.name), c.state, escape(c.found), escape(c.fix), style={"ok": None, "warning": "yellow"}.get(c.state, "red"))
+        Console(width=200).print(table)
+    missing = [c.name for c in checks if c.state == MISSING]
+    if missing:
+        print(f"pdchaos gpu-check: missing: {', '.join(missing)}; nothing was started", file=sys.stderr)
+    return 2 if missing else 0
 
 
 def _conform(args: argparse.Namespace) -> int:
@@ -246,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             return _mutants(args)
         elif args.command == "conform":
             return _conform(args)
+        elif args.command == "gpu-check":
+            return _gpu_check(args)
         elif args.command == "report":
             from chaos.reports.summary import render_run
 

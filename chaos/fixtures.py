@@ -15,7 +15,7 @@ from chaos.errors import TargetError
 from chaos.faults import Faults
 from chaos.history import History
 from chaos.limits import activity
-from chaos.reports.logs import LogCursor, capture_logs
+from chaos.reports.logs import LogCursor, capture_logs, save_logs
 from chaos.reports.summary import result_of, write_test_report
 from chaos.run_report import add_result, outcome_of, run_dir
 from chaos.sampler import Sampler, metrics_urls
@@ -48,7 +48,7 @@ def soak(pytestconfig: pytest.Config) -> Soak:
 def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackFactory]:
     # ports per worker; a pytest run inside a test is no worker: its ports are where --port-base says
     worker = xdist_worker(pytestconfig) or "gw0"
-    factory = StackFactory(pytestconfig.stash[TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"), worker=worker)
+    factory = StackFactory(pytestconfig.stash[TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"), worker=worker, record_dir=run_dir(pytestconfig) / "stacks")
     try:
         yield factory
     finally:
@@ -83,6 +83,8 @@ def history(request: pytest.FixtureRequest, seed: int, stack: Target, engine_log
         try:
             capture_logs(h, engine_logs, {op.invoke.op for op in h.ops()})
             outcome, duration, reason, message = outcome_of(request.node)
+            if outcome in ("failed", "error"):
+                save_logs(folder / "logs", engine_logs)
             stack_id = f"{stack.info.kind}:{stack.info.port_base}:{stack.info.run_id}"
             result = result_of(h, nodeid=request.node.nodeid, outcome=outcome, duration_s=duration, known_issue=reason, message=message, stack=stack_id)
             write_test_report(folder, h, result)

@@ -58,6 +58,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         choice = TargetChoice(config.getoption("--target"), config.getoption("--stack-file"), config.getoption("--allow-destructive"))
         choice.capabilities()  # an attach target's stack file is read (and checked) here
+        choice.stacks_at_once  # a GPU target's PDCHAOS_GPUS is read (and checked) here
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[TARGET] = choice
@@ -87,6 +88,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         missing = sorted((c for c in needed if c not in have), key=lambda c: c.value)
         if missing:
             item.add_marker(pytest.mark.skip(reason="; ".join(choice.missing_reason(c) for c in missing)))
+    if choice.stacks_at_once == 1:
+        # one stack at a time (two GPUs): modules with a stack of their own run first, each
+        # stack down when its module ends, and the session's stack starts after them
+        items.sort(key=lambda item: not _own_stack(item))
+
+
+def _own_stack(item: pytest.Item) -> bool:
+    """Whether the test's ``stack`` is its module's own (a module-scoped override of the
+    session's fixture, as suites/test_overload.py's)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = list(info.name2fixturedefs.get("stack", ())) if info is not None else []
+    return bool(defs) and defs[-1].scope == "module"
 
 
 def _explicit_timeout(item: pytest.Item) -> bool:

@@ -6,7 +6,8 @@ SGLang 0.5.23 publishes its load snapshot in ``/dev/shm/sglang_loads_<id>_<hash>
 purpose, cannot. Their names are random, so the rig cannot know them in advance: a file is
 an orphan when it matches those patterns, appeared after a given time (the stack's start),
 and no live process maps it (``/proc/<pid>/maps``). Engines in Compose have a ``/dev/shm``
-of their own, gone with the container.
+of their own, gone with the container, except on the GPU overlays: ``ipc: host`` puts their
+files in the host's, and the compose target removes them at down (``Variant.host_ipc``).
 """
 
 from __future__ import annotations

@@ -168,6 +168,9 @@ class StackConfig:
     # Whether prefill frees rooms pinned in its inflight queue after inflight_s: pdsim models
     # the patched engine of the incident; upstream SGLang has no such watchdog.
     inflight_watchdog: bool = True
+    # the GPUs of prefill and decode, on targets with GPUs (chaos.gpus hands them out): empty
+    # elsewhere, and then compose/gpu.yaml's PREFILL_GPU and DECODE_GPU apply
+    gpus: tuple[str, ...] = ()
 
 
 @dataclass
@@ -231,6 +234,7 @@ class StackInfo:
                 "defects": [d for d in cfg.defects.split(",") if d],
                 "model": cfg.model,
                 "inflight_watchdog": cfg.inflight_watchdog,
+                "gpus": list(cfg.gpus),
                 "router_request_timeout_s": cfg.router_request_timeout_s,
                 "router_cb_timeout_s": cfg.router_cb_timeout_s,
                 "router_max_retries": cfg.router_max_retries,

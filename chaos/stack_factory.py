@@ -31,11 +31,12 @@ class StackFactory:
     """Starts stacks of the chosen target on free ports with chosen overrides; stops all of
     them at the end. On an attached deployment it hands out that deployment, as it is."""
 
-    def __init__(self, choice: TargetChoice, port_base: int, state_root: Path, *, worker: str | None = None) -> None:
+    def __init__(self, choice: TargetChoice, port_base: int, state_root: Path, *, worker: str | None = None, record_dir: Path | None = None) -> None:
         self.choice = choice
         self._ports = PortAllocator(port_base, worker)
         self._root = state_root
         self._stacks: list[Target] = []
+        self._record_dir = record_dir  # where each started stack's stack.json is kept for the run's report
 
     def start(self, *, defects: str = "", timeouts: Timeouts | None = None, **overrides: Any) -> Target:
         if not self.choice.starts_stacks:
@@ -55,6 +56,9 @@ class StackFactory:
                 unregister(cfg.state_dir)
             raise
         self._stacks.append(stack)
+        if self._record_dir is not None:  # what ran (target, ports, images by digest), outliving the stack
+            self._record_dir.mkdir(parents=True, exist_ok=True)
+            (self._record_dir / f"{stack.info.kind}-{stack.info.port_base}.json").write_text(stack.info.to_json())
         return stack
 
     @contextmanager
@@ -74,6 +78,7 @@ class StackFactory:
             with shielded():
                 stack.down()
                 unregister(Path(stack.info.state_dir))
+                self.choice.stopped(stack)
 
     def stop_all(self) -> None:
         errors = []
@@ -83,6 +88,7 @@ class StackFactory:
                 try:
                     stack.down()
                     unregister(Path(stack.info.state_dir))
+                    self.choice.stopped(stack)
                 except Exception as exc:  # keep stopping the others
                     errors.append(exc)
         if errors:

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Set up pd-chaos on a fresh machine: .venv with pdchaos (and smg from PyPI), and the real
-# Toxiproxy server (Shopify's, v2.12.0) built with `go install` into .tools/bin.
+# Toxiproxy server (Shopify's, v2.12.0) built with `go install` into .tools/bin, with
+# actionlint beside it (the GPU job's workflow is checked by a test).
 # Idempotent: a second run only checks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOXIPROXY_VERSION=v2.12.0
+ACTIONLINT_VERSION=v1.7.12  # checks the nightly GPU job's workflow (tests/test_gpu_target.py)
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -29,4 +31,7 @@ if [ ! -x .tools/bin/toxiproxy-server ]; then
   rmdir .tools/gobin
 fi
 .tools/bin/toxiproxy-server -version >/dev/null
+if [ ! -x .tools/bin/actionlint ]; then
+  GOBIN="$PWD/.tools/bin" go install "github.com/rhysd/actionlint/cmd/actionlint@${ACTIONLINT_VERSION}"
+fi
 echo "setup: ok ($(.tools/bin/toxiproxy-server -version 2>&1 | head -1), smg $(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("smg"))'))"

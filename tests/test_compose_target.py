@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from chaos.procs import run
+from chaos.targets.compose import VARIANTS
+from chaos.targets.registry import GPU
 from chaos.tools import REPO_ROOT
 from tests.dockerhost import engine_or_skip, project_containers
 from tests.ports import port_base
@@ -41,15 +43,15 @@ def _compose_config(*files: str, env: dict[str, str] | None = None) -> subproces
 SGLANG_ENV = {"PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"), "PDCHAOS_SGLANG_CPU": str(REPO_ROOT / "sglang_cpu"), "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py")}
 
 
-@pytest.mark.parametrize("overlay", ["cpu.yaml", "sglang-cpu.yaml", "gpu.yaml"])
-def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_overlays_validate_and_keep_to_the_host_network(engine, variant):
     """No overlay makes a network: every service is on the host's loopback, except, on
     sglang-cpu.yaml, the engines in the namespace of a container with no network at all,
     joined to the host's loopback by the bridge in it (no address but 127.0.0.1 anywhere)."""
-    r = _compose_config(overlay, env=SGLANG_ENV)
+    r = _compose_config(*VARIANTS[variant].overlays, env=SGLANG_ENV)
     assert r.returncode == 0, r.stderr
     services = json.loads(r.stdout)["services"]
-    namespaced = overlay == "sglang-cpu.yaml"
+    namespaced = variant == "compose-sglang-cpu"
     assert set(services) == {"toxiproxy", "prefill", "decode", "router"} | ({"netns"} if namespaced else set())
     for name, svc in services.items():
         network = "service:netns" if namespaced and name in ("prefill", "decode") else "none" if name == "netns" else "host"
@@ -58,7 +60,7 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
     if namespaced:
         assert services["netns"]["cap_add"] == ["SYS_ADMIN"] and "privileged" not in services["netns"]  # setns, nothing more
         assert all(v["read_only"] for v in services["netns"]["volumes"])
-    if overlay == "gpu.yaml":
+    if variant in GPU:
         for engine_name in ("prefill", "decode"):
             svc = services[engine_name]
             assert svc["image"].startswith("lmsysorg/sglang:")
@@ -67,7 +69,7 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
             assert svc["environment"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "3"
             # smg serves only the name the workers report; the rig sends SGLANG_MODEL (chaos/targets/registry.py)
             assert "--served-model-name=Qwen/Qwen2.5-0.5B-Instruct" in svc["command"]
-    if overlay == "sglang-cpu.yaml":
+    if namespaced:
         for engine_name in ("prefill", "decode"):
             svc = services[engine_name]
             # the launcher the local target runs too: one place for the engines' flags and variables
@@ -76,13 +78,13 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, overlay):
             assert "/v1/models" in svc["healthcheck"]["test"][-1]  # Docker's probe never generates: idle_watchdog's lone request stays alone
 
 
-@pytest.mark.parametrize("overlay", ["cpu.yaml", "sglang-cpu.yaml", "gpu.yaml"])
-def test_decode_radix_cache_is_the_stacks_to_switch(engine, overlay):
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_decode_radix_cache_is_the_stacks_to_switch(engine, variant):
     """Every overlay's decode takes its radix cache from ENGINE_DECODE_RADIX_CACHE (what
     chaos.targets.compose sets from StackConfig.decode_radix_cache), and only then."""
     flag = "--disaggregation-decode-enable-radix-cache"
     for value, expected in (("", False), (flag, True)):
-        r = _compose_config(overlay, env=SGLANG_ENV | {"ENGINE_DECODE_RADIX_CACHE": value})
+        r = _compose_config(*VARIANTS[variant].overlays, env=SGLANG_ENV | {"ENGINE_DECODE_RADIX_CACHE": value})
         assert r.returncode == 0, r.stderr
         services = json.loads(r.stdout)["services"]
         assert (flag in services["decode"]["command"]) is expected and flag not in services["prefill"]["command"], (value, services["decode"]["command"])
@@ -228,56 +230,3 @@ def test_pause_is_retried_only_while_the_freezer_is_busy():
     with pytest.raises(RuntimeError, match="No such container"):
         _pause(gone)
     assert gone.calls == 1
-
-
-_SGLANG_PARSE = """
-import json, sys
-from sglang.srt.server_args import prepare_server_args
-a = prepare_server_args(sys.argv[1:])
-print(json.dumps({k: getattr(a, k) for k in ("model_path", "port", "nccl_port", "disaggregation_mode", "disaggregation_bootstrap_port",
-      "disaggregation_transfer_backend", "enable_metrics", "log_requests", "skip_server_warmup", "max_running_requests", "mem_fraction_static")}))
-"""
-
-
-@pytest.mark.skipif(not (REPO_ROOT / ".tools" / "sglang" / "venv" / "bin" / "python").exists(), reason="real SGLang not set up: run `make setup-sglang`")
-def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(engine):
-    """The GPU path checked without a GPU (issue 28): each engine's command line, as Compose
-    renders gpu.yaml for a stack, goes through SGLang 0.5.23's own ``prepare_server_args``
-    (the sglang-cpu venv; a flag renamed upstream exits 2 here, not in a user's nightly run),
-    the router's through smg 1.13.0's ``parse_router_args``; every SGLANG_/MC_ variable the
-    engines get is one the pinned SGLang or Mooncake reads."""
-    from chaos.stack import PortPlan
-
-    plan = PortPlan(30000)
-    services = json.loads(_compose_config("gpu.yaml", env=plan.as_env()).stdout)["services"]
-    venv = REPO_ROOT / ".tools" / "sglang" / "venv"
-    env = {"PATH": "/usr/bin:/bin", "SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": str(REPO_ROOT / "sglang_cpu" / "shim"), "HF_HUB_OFFLINE": "1"}
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    read = "\n".join(p.read_text(errors="replace") for p in (site / "sglang").rglob("*.py"))
-    mooncake = b"".join(p.read_bytes() for p in (site / "mooncake").rglob("*.so"))
-    for role, port in (("prefill", plan.prefill), ("decode", plan.decode)):
-        svc = services[role]
-        assert svc["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
-        parsed = run([str(venv / "bin" / "python"), "-c", _SGLANG_PARSE, *svc["command"]], timeout_s=120, env=env, cwd="/tmp")
-        assert parsed.returncode == 0, f"{role}: {parsed.stderr[-1500:]}"
-        args = json.loads(parsed.stdout.strip().splitlines()[-1])
-        assert args["disaggregation_mode"] == role and args["port"] == port and args["disaggregation_transfer_backend"] == "mooncake", args
-        assert args["nccl_port"] == (plan.prefill_dist if role == "prefill" else plan.decode_dist), args
-        assert args["enable_metrics"] and args["log_requests"] and args["skip_server_warmup"], args
-        if role == "prefill":
-            assert args["disaggregation_bootstrap_port"] == plan.prefill_bootstrap, args
-        for var in svc["environment"]:
-            if var.startswith("SGLANG_"):
-                assert var in read, f"{role} sets {var}, which SGLang 0.5.23 does not read"
-            elif var.startswith("MC_"):
-                assert var.encode() in mooncake, f"{role} sets {var}, which Mooncake does not read"
-    # the check can fail: a misspelt flag is refused, and the variable only pdsim reads is not SGLang's
-    typo = run([str(venv / "bin" / "python"), "-c", _SGLANG_PARSE, *services["prefill"]["command"], "--disaggregation-bootstrap-prt=1"], timeout_s=120, env=env, cwd="/tmp")
-    assert typo.returncode == 2 and "unrecognized arguments" in typo.stderr, typo.stderr[-500:]
-    assert "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT" not in read
-    router = services["router"]["command"]
-    smg = run([sys.executable, "-c", "import sys, json; from smg.launch_router import parse_router_args; a = parse_router_args(sys.argv[1:]); print(json.dumps({'pd': a.pd_disaggregation, 'prefill': a.prefill_urls, 'decode': a.decode_urls, 'port': a.port}))", *router], timeout_s=60)
-    assert smg.returncode == 0, smg.stderr[-1500:]
-    got = json.loads(smg.stdout.strip().splitlines()[-1])
-    assert got["pd"] and got["port"] == plan.router and got["decode"] == [f"http://127.0.0.1:{plan.decode}"], got
-    assert got["prefill"] == [[f"http://127.0.0.1:{plan.prefill}", plan.bootstrap]], got  # decode's handshake crosses Toxiproxy

@@ -123,3 +123,42 @@ def test_logs_read_in_two_takes_keep_each_request_with_its_op():
     assert capture_logs(h, cursor, {"op-1"}) == 0
     log[-1] += "\n"
     assert capture_logs(h, cursor, {"op-1"}) == 1  # joined by the rid the first take saw
+
+
+def test_the_summary_names_each_stack_and_the_image_digests_it_ran(tmp_path):
+    """What ran is in the report after the stack is gone: a Compose stack's images by the
+    digest that pins them (the nightly job's record of the SGLang build it tested)."""
+    from chaos.reports.summary import write_run_summary
+
+    images = {
+        "router": {"ref": "lightseekorg/smg:1.13.0", "id": "sha256:" + "a" * 64, "digests": ["lightseekorg/smg@sha256:" + "b" * 64]},
+        "prefill": {"ref": "pdchaos/pdsim:local", "id": "sha256:" + "c" * 64, "digests": []},
+    }
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "compose-gpu-21000.json").write_text(json.dumps({"kind": "compose-gpu", "port_base": 21000, "config": {"model": "Qwen/Qwen2.5-0.5B-Instruct", "compose": {"images": images}}}))
+    write_run_summary(tmp_path, [], seed=1, command="pytest suites")
+    summary = (tmp_path / "summary.md").read_text()
+    assert "- compose-gpu on port base 21000, model Qwen/Qwen2.5-0.5B-Instruct" in summary
+    assert f"  - router: `lightseekorg/smg:1.13.0` = lightseekorg/smg@sha256:{'b' * 64}" in summary
+    assert f"  - prefill: `pdchaos/pdsim:local` = no registry digest (image sha256:{'c' * 12})" in summary
+
+
+def test_a_failed_tests_logs_are_kept_whole_from_its_start_and_an_unreadable_one_says_why(tmp_path):
+    from chaos.reports.logs import LogCursor, save_logs
+
+    logs = {"prefill": "before\n", "decode": "old\n"}
+
+    def read(name: str) -> str:
+        if name == "router":
+            raise OSError("container gone")
+        return logs[name]
+
+    cursor = LogCursor(lambda name: "" if name == "router" else read(name), ("prefill", "decode", "router"))
+    cursor.read = read
+    logs["prefill"] += "\x1b[32mduring\x1b[0m\n"
+    logs["decode"] = "new\n"[1:]  # shorter than at the start: rotated, read whole
+    saved = save_logs(tmp_path / "logs", cursor)
+    assert [p.name for p in saved] == ["prefill.log", "decode.log"]
+    assert (tmp_path / "logs" / "prefill.log").read_text() == "during\n"
+    assert (tmp_path / "logs" / "decode.log").read_text() == "ew\n"
+    assert "router's log could not be read: OSError: container gone" in (tmp_path / "logs" / "router.log").read_text()

@@ -101,3 +101,13 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     template = results["test_slow_kv_link_during_a_conversation"]
     assert template["outcome"] == "passed", template
     assert {v["status"] for v in template["verdicts"]} == {"pass"} and len(template["verdicts"]) == 8, template["verdicts"]
+
+    # a failed or errored test's report keeps each service's log since it began; a passed one's does not
+    for result_file in (tmp_path / "reports").glob("*/*/result.json"):
+        outcome = json.loads(result_file.read_text())["outcome"]
+        logs = sorted(p.name for p in (result_file.parent / "logs").glob("*.log"))
+        assert logs == (["decode.log", "prefill.log", "router.log"] if outcome in ("failed", "error") else []), (result_file, outcome)
+    raised_logs = next((tmp_path / "reports").glob("*/*test_body_raises*")) / "logs"
+    assert "xrid=" in (raised_logs / "decode.log").read_text(), "decode's log of the failed test has none of its requests"
+    summary = next((tmp_path / "reports").glob("*/summary.md")).read_text()
+    assert f"- embedded on port base {base}, model pdsim/deterministic-1" in summary, summary[-1500:]

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Callable
 
 from chaos.history import History, LogEvent
 
-__all__ = ["LogCursor", "capture_logs", "parse_engine_line", "parse_router_line", "strip_ansi"]
+__all__ = ["LogCursor", "capture_logs", "parse_engine_line", "parse_router_line", "save_logs", "strip_ansi"]
+
+SAVED_LOG_BYTES = 4 << 20  # per service: a failed test's whole story, not a soak's hours
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
@@ -79,6 +82,7 @@ class LogCursor:
     def __init__(self, read: Callable[[str], str], services: tuple[str, ...]) -> None:
         self.read, self.services = read, services
         self.offsets = {name: len(read(name)) for name in services}
+        self.began = dict(self.offsets)
         self.ops: dict[str, dict[str, str]] = {name: {} for name in services}  # engine rid -> op
 
     def new_lines(self, name: str) -> list[str]:
@@ -91,6 +95,26 @@ class LogCursor:
             return []
         self.offsets[name] = end
         return [strip_ansi(line).rstrip() for line in text[start:end].splitlines()]
+
+
+def save_logs(folder: Path, cursor: LogCursor) -> list[Path]:
+    """Each service's log since the test began, whole (not only the lines about its
+    requests), into ``folder/<service>.log``: what a failed test's report carries, so that a
+    nightly job's artifacts hold the engines' side of the story after the stack is gone. A
+    log that shrank was rotated and is saved whole; each keeps its last ``SAVED_LOG_BYTES``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = []
+    for name in cursor.services:
+        path = folder / f"{name}.log"
+        try:
+            text = cursor.read(name)
+        except Exception as exc:  # a stack gone with the failure: say so, keep the others
+            path.write_text(f"pd-chaos: {name}'s log could not be read: {type(exc).__name__}: {exc}\n")
+            continue
+        start = cursor.began[name] if len(text) >= cursor.began[name] else 0
+        path.write_text(strip_ansi(text[max(start, len(text) - SAVED_LOG_BYTES) :]))
+        saved.append(path)
+    return saved
 
 
 def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:

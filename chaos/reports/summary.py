@@ -91,7 +91,21 @@ def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int
     issues = [r for r in results if r["known_issue"]]
     if issues:
         lines += ["", "## Known issues (strict xfail)", ""] + [f"- `{r['test']}` ({r['outcome']}): {r['known_issue']}" for r in issues]
+    lines += _stacks(run_dir / "stacks")
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def _stacks(folder: Path) -> list[str]:
+    """The stacks the run started (``stacks/*.json``, kept by the stack factory): target,
+    port base, and on Compose each service's image with the digest that pins it."""
+    lines = []
+    for path in sorted(folder.glob("*.json")):
+        info = json.loads(path.read_text())
+        lines.append(f"- {info['kind']} on port base {info['port_base']}, model {info['config'].get('model', '?')}")
+        for service, image in sorted(info["config"].get("compose", {}).get("images", {}).items()):
+            pinned = ", ".join(image["digests"]) or f"no registry digest (image {image['id'][:19]})"
+            lines.append(f"  - {service}: `{image['ref']}` = {pinned}")
+    return ["", "## Stacks", "", *lines] if lines else []
 
 
 def render_run(run_dir: Path) -> int:

@@ -25,6 +25,7 @@ from chaos.faults.packet import PacketLink
 from chaos.netns import Namespace
 from chaos.ports import ensure_free
 from chaos.procs import run
+from chaos.shm import remove_orphans
 from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
 from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
@@ -38,20 +39,25 @@ COMPOSE_DIR = REPO_ROOT / "compose"
 
 
 class Variant(NamedTuple):
-    """An engine overlay of compose/stack.yaml: its file, what it can do, the links it
-    proxies, and those it breaks with packet rules in the engines' namespace (its ``netns``
-    container's)."""
+    """An engine overlay of compose/stack.yaml (its files, in order): what it can do, the
+    links it proxies, those it breaks with packet rules in the engines' namespace (its
+    ``netns`` container's), and whether its engines share the host's IPC namespace (and so
+    its ``/dev/shm``, where a killed engine's files outlive the container)."""
 
-    overlay: str
+    overlays: tuple[str, ...]
     capabilities: frozenset[Capability]
     links: tuple[str, ...] = PROXIES
     packet_links: tuple[str, ...] = ()
+    host_ipc: bool = False
 
 
 VARIANTS: dict[str, Variant] = {
-    "compose": Variant("cpu.yaml", frozenset(Capability)),
-    "compose-sglang-cpu": Variant("sglang-cpu.yaml", REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS),
-    "compose-gpu": Variant("gpu.yaml", REAL_SGLANG, REAL_SGLANG_LINKS),  # image pinned to 0.5.23, as sglang-cpu
+    "compose": Variant(("cpu.yaml",), frozenset(Capability)),
+    "compose-sglang-cpu": Variant(("sglang-cpu.yaml",), REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS),
+    # image pinned to 0.5.23, as sglang-cpu; the engines on the host's network, so KV and
+    # control messages cross no proxy and no namespace of ours: no kv or control link faults
+    "compose-gpu": Variant(("gpu.yaml", "gpu-tcp.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
+    "compose-gpu-rdma": Variant(("gpu.yaml", "gpu-rdma.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
 }
 _CLI_TIMEOUT_S = 60.0
 _STOP_GRACE_S = 2
@@ -91,6 +97,7 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),
         "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py"),  # the engines' namespace's process (sglang-cpu.yaml)
         "PDCHAOS_HOST_NETNS": f"/proc/{os.getpid()}/ns/net",  # the host's side of that bridge: this process's namespace
+        **({"PREFILL_GPU": cfg.gpus[0], "DECODE_GPU": cfg.gpus[1]} if cfg.gpus else {}),  # gpu.yaml's devices, from the run's pool
     }
 
 
@@ -122,7 +129,8 @@ class ComposeStack:
             raise ConfigError(f"unknown compose variant {variant!r}; known: {', '.join(VARIANTS)}")
         info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12], links=VARIANTS[variant].links)
         project = f"pdchaos-{cfg.port_base}"
-        info.config["compose"] = {"project": project, "files": [str(COMPOSE_DIR / "stack.yaml"), str(COMPOSE_DIR / VARIANTS[variant].overlay)], "env": compose_env(cfg)}
+        files = [str(COMPOSE_DIR / f) for f in ("stack.yaml", *VARIANTS[variant].overlays)]
+        info.config["compose"] = {"project": project, "files": files, "env": compose_env(cfg)}
         stack = cls(info)
         stack._client = _docker()
         ensure_free(PortPlan(cfg.port_base))  # a live stack on these ports: refuse, never replace it
@@ -132,6 +140,8 @@ class ComposeStack:
             stack._compose("up", "-d", "--wait", "--wait-timeout", str(int(cfg.startup_timeout_s)), timeout_s=cfg.startup_timeout_s + 30)
             create_proxies(info)  # a clean slate whatever the config file made
             warm_up(info, timeout_s=cfg.startup_timeout_s)
+            info.config["compose"]["images"] = stack._images()
+            info.save()
         except BaseException:
             with contextlib.suppress(Exception):
                 stack.down()
@@ -144,6 +154,17 @@ class ComposeStack:
         if info.kind not in VARIANTS:
             raise ConfigError(f"{info.path} describes a {info.kind!r} stack, not a compose one")
         return cls(info)
+
+    def _images(self) -> dict[str, dict[str, Any]]:
+        """What each service runs: the reference Compose resolved, the local image id, and the
+        registry digests that pin it (``image@sha256:…``), for the run's report; a locally
+        built image has no digest."""
+        found = {}
+        for service in (*SERVICES, "netns"):
+            with contextlib.suppress(TargetError):
+                c = self._container(service)
+                found[service] = {"ref": c.attrs["Config"]["Image"], "id": c.image.id, "digests": list(c.image.attrs.get("RepoDigests") or [])}
+        return found
 
     @property
     def project(self) -> str:
@@ -164,8 +185,11 @@ class ComposeStack:
         return out.stdout
 
     def down(self) -> None:
-        """Remove the project's containers (and nothing else: host networking makes no network)."""
+        """Remove the project's containers (and nothing else: host networking makes no
+        network), and the files its engines left in the host's ``/dev/shm``, if they used it."""
         self._compose("down", "-t", str(_STOP_GRACE_S), "--remove-orphans")
+        if VARIANTS[self.info.kind].host_ipc:
+            remove_orphans(since=self.info.created - 1.0)
         with contextlib.suppress(FileNotFoundError):
             self.info.path.unlink()
         if self._client is not None:

@@ -4,7 +4,8 @@
     sglang-cpu    local processes: Toxiproxy, real SGLang prefill and decode on CPU, smg
     compose       the same as containers: compose/stack.yaml + compose/cpu.yaml
     compose-sglang-cpu  real SGLang on CPU as containers: compose/stack.yaml + compose/sglang-cpu.yaml
-    compose-gpu   real SGLang: compose/stack.yaml + compose/gpu.yaml
+    compose-gpu   real SGLang on GPUs: compose/stack.yaml + compose/gpu.yaml (Mooncake over TCP)
+    compose-gpu-rdma  the same with Mooncake over RDMA: + compose/gpu-rdma.yaml
     attach        a running deployment described by a stack file (--stack-file)
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chaos.errors import ConfigError
+from chaos.gpus import GpuPool
 from chaos.stack import StackConfig, StackInfo
 from chaos.targets.base import Capability, Target
 
@@ -25,8 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL", "TARGETS", "TargetChoice", "load_target"]
 
-TARGETS = ("embedded", "sglang-cpu", "compose", "compose-sglang-cpu", "compose-gpu", "attach")
+TARGETS = ("embedded", "sglang-cpu", "compose", "compose-sglang-cpu", "compose-gpu", "compose-gpu-rdma", "attach")
 LOCAL = ("embedded", "sglang-cpu")  # targets run as local processes
+GPU = ("compose-gpu", "compose-gpu-rdma")  # targets whose engines take GPUs from the run's pool
 GPU_STARTUP_TIMEOUT_S = 900.0
 GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # compose/gpu.yaml's default SGLANG_MODEL
 
@@ -58,6 +61,16 @@ class TargetChoice:
         assert self.stack_file is not None
         return AttachedStack.from_file(self.stack_file, allow_destructive=self.allow_destructive)
 
+    @cached_property
+    def gpu_pool(self) -> GpuPool | None:
+        """The GPUs this run's stacks share (``PDCHAOS_GPUS``), on a GPU target."""
+        return GpuPool.from_env() if self.name in GPU else None
+
+    @property
+    def stacks_at_once(self) -> int | None:
+        """How many of its stacks this target can have up at once (None: as many as ports allow)."""
+        return self.gpu_pool.stacks_at_once if self.gpu_pool is not None else None
+
     def capabilities(self) -> frozenset[Capability]:
         if self.name in LOCAL:
             return _local_class(self.name).capabilities
@@ -84,15 +97,31 @@ class TargetChoice:
 
             check_installed()
             cfg = sglang_cpu_config(cfg)
-        if self.name == "compose-gpu":  # SGLang loads a model and captures CUDA graphs first
-            cfg = replace(
-                cfg,
-                startup_timeout_s=max(cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S),
-                restart_s=max(cfg.restart_s, GPU_STARTUP_TIMEOUT_S),
-                model=os.environ.get("SGLANG_MODEL", GPU_DEFAULT_MODEL),  # gpu.yaml serves it under this name
-                inflight_watchdog=False,  # upstream SGLang has none
-            )
-        return ComposeStack.up(cfg, self.name)
+        if self.gpu_pool is None:
+            return ComposeStack.up(cfg, self.name)
+        holder = _holder(cfg.port_base)
+        cfg = replace(
+            cfg,
+            startup_timeout_s=max(cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S),  # SGLang loads a model and captures CUDA graphs first
+            restart_s=max(cfg.restart_s, GPU_STARTUP_TIMEOUT_S),
+            model=os.environ.get("SGLANG_MODEL", GPU_DEFAULT_MODEL),  # gpu.yaml serves it under this name
+            inflight_watchdog=False,  # upstream SGLang has none
+            gpus=self.gpu_pool.take(holder),
+        )
+        try:
+            return ComposeStack.up(cfg, self.name)
+        except BaseException:
+            self.gpu_pool.give_back(holder)
+            raise
+
+    def stopped(self, stack: Target) -> None:
+        """``stack`` is down: what it held (its GPUs) is free for the next one."""
+        if self.gpu_pool is not None:
+            self.gpu_pool.give_back(_holder(stack.info.port_base))
+
+
+def _holder(port_base: int) -> str:
+    return f"the stack on port base {port_base}"
 
 
 def load_target(state_dir: Path) -> Target:

@@ -1,0 +1,296 @@
+"""The GPU targets checked without a GPU: CI's dry run of the nightly job (issue 28).
+
+Every GPU overlay variant (TCP, RDMA) is rendered by Compose for the stacks a run starts,
+side by side; each engine's command line goes through the pinned SGLang's own argument
+parser (the sglang-cpu venv) and the router's through smg's; every variable the engines get
+is one the pinned SGLang or Mooncake reads; no two stacks share a port or a GPU. Each check
+is shown to fail when the defect it guards against comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chaos.errors import ConfigError
+from chaos.gpus import GpuPool
+from chaos.ports import PortAllocator
+from chaos.procs import run
+from chaos.stack import PortPlan, StackConfig
+from chaos.targets.compose import VARIANTS, compose_env
+from chaos.targets.registry import GPU
+from chaos.tools import REPO_ROOT
+
+VENV = REPO_ROOT / ".tools" / "sglang" / "venv"
+needs_sglang_venv = pytest.mark.skipif(not (VENV / "bin" / "python").exists(), reason="real SGLang not set up: run `make setup-sglang`")
+needs_compose = pytest.mark.skipif(shutil.which("docker") is None, reason="no docker CLI with Compose: run scripts/docker-setup.sh")
+
+
+def render(variant: str, env: dict[str, str], project: str = "pdchaos-dry-run", compose_dir: Path = REPO_ROOT / "compose") -> dict[str, Any]:
+    """The merged Compose model of ``variant`` for a stack's variables, as `up` would run it."""
+    argv = ["docker", "compose", "-p", project]
+    for f in ("stack.yaml", *VARIANTS[variant].overlays):
+        argv += ["-f", str(compose_dir / f)]
+    out = run([*argv, "config", "--format", "json"], timeout_s=30, env=os.environ | env)
+    assert out.returncode == 0, out.stderr
+    return dict(json.loads(out.stdout))
+
+
+_PORT_FLAG = re.compile(r"^--?[a-z-]*port=(\d+)$")
+_LISTEN = re.compile(r'"listen":\s*"127\.0\.0\.1:(\d+)"')
+
+
+def binds(model: dict[str, Any]) -> set[int]:
+    """The host ports a rendered stack binds: every ``--…port=N`` of a command, and every
+    Toxiproxy listener (the engines' other ports are ephemeral: the kernel keeps them apart)."""
+    ports = {int(m.group(1)) for svc in model["services"].values() for arg in svc.get("command") or [] if (m := _PORT_FLAG.match(str(arg)))}
+    ports |= {int(p) for config in model.get("configs", {}).values() for p in _LISTEN.findall(config.get("content", ""))}
+    return ports
+
+
+def gpus(model: dict[str, Any]) -> list[str]:
+    """Every GPU a rendered stack's services reserve, one entry per reservation."""
+    return sorted(d for svc in model["services"].values() for dev in svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", []) for d in dev.get("device_ids", []))
+
+
+def clashes(models: list[dict[str, Any]]) -> list[str]:
+    """What stacks up at once would fight over: a host port or a GPU held twice."""
+    found = []
+    for kind, of in (("port", lambda m: sorted(binds(m))), ("GPU", gpus)):
+        seen: dict[object, int] = {}
+        for i, model in enumerate(models):
+            for thing in of(model):
+                if thing in seen:
+                    found.append(f"{kind} {thing}: stack {seen[thing]} and stack {i}")
+                seen[thing] = i
+    return found
+
+
+def side_by_side(variant: str, pool: GpuPool, n: int, compose_dir: Path = REPO_ROOT / "compose") -> list[dict[str, Any]]:
+    """``n`` stacks as a session starts them (the session's, then modules' own): port bases
+    from the run's allocator, GPUs from its pool."""
+    ports = PortAllocator(21000, "gw0")
+    models = []
+    for _ in range(n):
+        base = ports.next_base()
+        cfg = StackConfig(port_base=base, gpus=pool.take(f"stack {base}"))
+        models.append(render(variant, compose_env(cfg), f"pdchaos-{base}", compose_dir))
+    return models
+
+
+# ---- the GPU pool -------------------------------------------------------------------------
+def test_the_pool_hands_each_stack_two_gpus_of_its_own_and_says_who_holds_them():
+    pool = GpuPool(("0", "1", "2", "3"))
+    assert pool.stacks_at_once == 2
+    assert pool.take("session") == ("0", "1") and pool.take("overload") == ("2", "3")
+    with pytest.raises(ConfigError, match=r"no 2 free GPUs for radix.*session holds 0,1; overload holds 2,3"):
+        pool.take("radix")
+    pool.give_back("overload")
+    assert pool.take("radix") == ("2", "3")
+    with pytest.raises(ConfigError, match="names a device twice"):
+        GpuPool(("0", "0"))
+    with pytest.raises(ConfigError, match="needs 2 GPUs"):
+        GpuPool(("GPU-5d1e",))
+
+
+def test_the_pool_comes_from_pdchaos_gpus(monkeypatch):
+    monkeypatch.setenv("PDCHAOS_GPUS", " 4, 5,GPU-ab ,7")
+    assert GpuPool.from_env().devices == ("4", "5", "GPU-ab", "7")
+    monkeypatch.delenv("PDCHAOS_GPUS")
+    assert GpuPool.from_env().devices == ("0", "1")  # gpu.yaml's own PREFILL_GPU and DECODE_GPU
+
+
+def _collected(gpus: str) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "--target=compose-gpu", "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=REPO_ROOT, env=os.environ | {"PDCHAOS_GPUS": gpus}, capture_output=True, text=True, timeout=120,
+    )
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    return [line.split("::")[0] for line in out.stdout.splitlines() if "::" in line]
+
+
+def test_with_two_gpus_modules_with_their_own_stack_run_before_the_sessions():
+    """Two GPUs hold one stack: the modules that start their own (a small engine, decode's
+    radix cache) run first, so the session's stack, which lasts to the end, starts after
+    them; with four, the suites keep their file order."""
+    own = {"suites/test_overload.py", "suites/test_decode_radix_cache.py"}
+    two = _collected("0,1")
+    firsts = list(dict.fromkeys(two))[: len(own)]
+    assert set(firsts) == own, firsts
+    four = list(dict.fromkeys(_collected("0,1,2,3")))
+    assert four == sorted(four) and set(four) == set(two)
+
+
+# ---- the overlays, side by side -------------------------------------------------------------
+@needs_compose
+@pytest.mark.parametrize("variant", GPU)
+def test_stacks_up_at_once_share_no_port_and_no_gpu(variant):
+    """The session's stack and a module's own, on a 4-GPU run, as the factory makes them."""
+    models = side_by_side(variant, GpuPool(("0", "1", "2", "3")), 2)
+    assert clashes(models) == []
+    assert [sorted(gpus(m)) for m in models] == [["0", "1"], ["2", "3"]]  # prefill and decode apart too
+    assert all(len(binds(m)) >= 9 for m in models)  # the check sees the ports it compares
+
+
+@needs_compose
+def test_the_side_by_side_check_fails_when_a_fixed_port_or_gpu_comes_back(tmp_path):
+    """The defects the review found, put back into a copy of the overlays: a torch.distributed
+    port fixed in gpu.yaml (SGLang binds it even at TP=1), and GPUs not from the pool."""
+    compose = tmp_path / "compose"
+    shutil.copytree(REPO_ROOT / "compose", compose)
+    gpu_yaml = compose / "gpu.yaml"
+    text = gpu_yaml.read_text()
+    assert "--nccl-port=${PDCHAOS_PORT_PREFILL_DIST" in text
+    gpu_yaml.write_text(re.sub(r"--nccl-port=\$\{PDCHAOS_PORT_PREFILL_DIST:-\d+\}", "--nccl-port=31300", text))
+    fixed_port = side_by_side("compose-gpu", GpuPool(("0", "1", "2", "3")), 2, compose)
+    assert clashes(fixed_port) == ["port 31300: stack 0 and stack 1"]
+
+    class NoPool(GpuPool):
+        def take(self, holder: str) -> tuple[str, ...]:
+            return ()  # gpu.yaml's PREFILL_GPU=0 and DECODE_GPU=1 for every stack
+
+    same_gpus = side_by_side("compose-gpu", NoPool(("0", "1")), 2)
+    assert clashes(same_gpus) == ["GPU 0: stack 0 and stack 1", "GPU 1: stack 0 and stack 1"]
+
+
+# ---- the engines' and the router's command lines, through their own parsers -----------------
+_SGLANG_PARSE = """
+import contextlib, io, json, sys
+from sglang.srt.server_args import prepare_server_args
+keys = ("model_path", "port", "nccl_port", "disaggregation_mode", "disaggregation_bootstrap_port", "disaggregation_ib_device",
+        "disaggregation_transfer_backend", "enable_metrics", "log_requests", "skip_server_warmup", "max_running_requests", "mem_fraction_static")
+out = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            a = prepare_server_args(argv)
+        out.append({"args": {k: getattr(a, k) for k in keys}})
+    except SystemExit as exc:
+        out.append({"exit": exc.code, "stderr": err.getvalue()[-500:]})
+print(json.dumps(out))
+"""
+
+
+def sglang_parse(*argvs: list[str]) -> list[dict[str, Any]]:
+    """Each command line through SGLang's ``prepare_server_args``, in one process (its import
+    takes seconds): the parsed arguments, or the exit status and message argparse gave."""
+    env = {"PATH": "/usr/bin:/bin", "SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": str(REPO_ROOT / "sglang_cpu" / "shim"), "HF_HUB_OFFLINE": "1"}
+    parsed = run([str(VENV / "bin" / "python"), "-c", _SGLANG_PARSE, json.dumps(argvs)], timeout_s=180, env=env, cwd="/tmp")
+    assert parsed.returncode == 0, parsed.stderr[-1500:]
+    return list(json.loads(parsed.stdout.strip().splitlines()[-1]))
+
+
+@needs_compose
+@needs_sglang_venv
+@pytest.mark.parametrize("variant", GPU)
+def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(variant):
+    """Each engine's command line, as Compose renders the overlay for a stack, goes through
+    SGLang 0.5.23's own ``prepare_server_args`` (a flag renamed upstream exits 2 here, not in
+    a user's nightly run), the router's through smg 1.13.0's ``parse_router_args``; every
+    SGLANG_/MC_ variable the engines get is one the pinned SGLang or Mooncake reads; the
+    transport is the variant's (TCP forced, or RDMA with the host's devices)."""
+    plan = PortPlan(30000)
+    services = render(variant, plan.as_env() | {"SGLANG_IB_DEVICE": "mlx5_0" if variant == "compose-gpu-rdma" else ""})["services"]
+    site = next((VENV / "lib").glob("python3*/site-packages"))
+    read = "\n".join(p.read_text(errors="replace") for p in (site / "sglang").rglob("*.py"))
+    mooncake = b"".join(p.read_bytes() for p in (site / "mooncake").rglob("*.so"))
+    typo = [*services["prefill"]["command"], "--disaggregation-bootstrap-prt=1"]
+    prefill, decode, refused = sglang_parse(services["prefill"]["command"], services["decode"]["command"], typo)
+    for role, port, got in (("prefill", plan.prefill, prefill), ("decode", plan.decode, decode)):
+        svc = services[role]
+        assert svc["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
+        assert "args" in got, f"{role}: {got}"
+        args = got["args"]
+        assert args["disaggregation_mode"] == role and args["port"] == port and args["disaggregation_transfer_backend"] == "mooncake", args
+        assert args["nccl_port"] == (plan.prefill_dist if role == "prefill" else plan.decode_dist), args
+        assert args["enable_metrics"] and args["log_requests"] and args["skip_server_warmup"], args
+        if role == "prefill":
+            assert args["disaggregation_bootstrap_port"] == plan.prefill_bootstrap, args
+        for var in svc["environment"]:
+            if var.startswith("SGLANG_"):
+                assert var in read, f"{role} sets {var}, which SGLang 0.5.23 does not read"
+            elif var.startswith("MC_"):
+                assert var.encode() in mooncake, f"{role} sets {var}, which Mooncake does not read"
+        if variant == "compose-gpu-rdma":  # Mooncake reads MC_FORCE_TCP's mere presence as "TCP only"
+            assert "MC_FORCE_TCP" not in svc["environment"] and args["disaggregation_ib_device"] == "mlx5_0", args
+            assert svc["cap_add"] == ["IPC_LOCK"] and svc["devices"][0]["source"] == "/dev/infiniband", svc
+        else:  # an empty --disaggregation-ib-device= is None to SGLang: Mooncake takes no HCA
+            assert svc["environment"]["MC_FORCE_TCP"] == "1" and args["disaggregation_ib_device"] in ("", None), args
+            assert "devices" not in svc and "cap_add" not in svc, svc
+    # the check can fail: a misspelt flag is refused, and the variable only pdsim reads is not SGLang's
+    assert refused.get("exit") == 2 and "unrecognized arguments" in refused["stderr"], refused
+    assert "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT" not in read
+    router = services["router"]["command"]
+    smg = run([sys.executable, "-c", "import sys, json; from smg.launch_router import parse_router_args; a = parse_router_args(sys.argv[1:]); print(json.dumps({'pd': a.pd_disaggregation, 'prefill': a.prefill_urls, 'decode': a.decode_urls, 'port': a.port}))", *router], timeout_s=60)
+    assert smg.returncode == 0, smg.stderr[-1500:]
+    got_router = json.loads(smg.stdout.strip().splitlines()[-1])
+    assert got_router["pd"] and got_router["port"] == plan.router and got_router["decode"] == [f"http://127.0.0.1:{plan.decode}"], got_router
+    assert got_router["prefill"] == [[f"http://127.0.0.1:{plan.prefill}", plan.bootstrap]], got_router  # decode's handshake crosses Toxiproxy
+
+
+@needs_compose
+def test_the_model_cache_is_never_mounted_empty_and_kernels_outlive_the_containers():
+    """HF_CACHE is a bind that must exist (long syntax: Compose refuses a missing source
+    instead of creating it empty, after which the engines fail offline with an unclear
+    error), read-only; SGLang's cache directory, where 0.5.23 points triton, flashinfer and
+    its own JIT builds, is the host's, so `up` (which recreates containers) keeps them; the
+    engines share the host's IPC namespace, whose /dev/shm the target cleans at down."""
+    for variant in GPU:
+        services = render(variant, {"HF_CACHE": "/srv/hf", "PDCHAOS_JIT_CACHE": "/srv/jit"})["services"]
+        for role in ("prefill", "decode"):
+            volumes = {v["target"]: v for v in services[role]["volumes"]}
+            hf = volumes["/root/.cache/huggingface"]
+            assert hf["source"] == "/srv/hf" and hf["read_only"] and not hf.get("bind", {}).get("create_host_path"), hf
+            assert volumes["/root/.cache/sglang"]["source"] == "/srv/jit", volumes
+            assert services[role]["ipc"] == "host" and VARIANTS[variant].host_ipc
+
+
+# ---- the nightly job ----------------------------------------------------------------------
+WORKFLOW = REPO_ROOT / ".github" / "workflows" / "nightly-gpu.yml"
+ACTIONLINT = REPO_ROOT / ".tools" / "bin" / "actionlint"
+
+
+@pytest.mark.skipif(not ACTIONLINT.exists(), reason="actionlint not built: run `make setup`")
+def test_the_nightly_job_is_a_valid_workflow_and_actionlint_would_say_otherwise(tmp_path):
+    ok = run([str(ACTIONLINT), str(WORKFLOW)], timeout_s=60, cwd=REPO_ROOT)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    broken = tmp_path / ".github" / "workflows" / "nightly-gpu.yml"
+    broken.parent.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / ".github" / "actionlint.yaml", broken.parent.parent)
+    broken.write_text(WORKFLOW.read_text().replace("timeout-minutes: 240", "timeout-minutes: [240]"))
+    bad = run([str(ACTIONLINT), str(broken)], timeout_s=60, cwd=tmp_path)
+    assert bad.returncode == 1 and "timeout-minutes" in bad.stdout, bad.stdout + bad.stderr
+
+
+def test_the_nightly_job_runs_the_entry_point_on_a_gpu_runner_and_keeps_its_reports():
+    """What the job must do, read from the file a CI system runs: every night and by hand,
+    on a self-hosted GPU runner, `make suites-gpu` (host checks, then the suites), the run's
+    report folder uploaded whatever happened, nothing left behind; every variable it sets is
+    one pd-chaos reads."""
+    import yaml
+
+    job_file = yaml.safe_load(WORKFLOW.read_text())
+    triggers = job_file[True]  # YAML 1.1 reads the key `on` as true
+    assert "workflow_dispatch" in triggers and len(triggers["schedule"][0]["cron"].split()) == 5
+    (job,) = job_file["jobs"].values()
+    assert {"self-hosted", "gpu"} <= set(job["runs-on"]) and job["timeout-minutes"] >= 60
+    steps = {step.get("name", step.get("uses", "")): step for step in job["steps"]}
+    assert any("make suites-gpu" in step.get("run", "") for step in steps.values())
+    upload = next(step for step in steps.values() if step.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["if"] == "always()" and upload["with"]["path"] == "reports/${{ env.PDCHAOS_RUN_ID }}/", upload
+    assert steps["Nothing left behind"]["run"] == "make leftovers" and steps["Nothing left behind"]["if"] == "always()"
+    assert job["env"]["PDCHAOS_TARGET"] in GPU
+    read = "\n".join(p.read_text() for p in [*REPO_ROOT.glob("chaos/**/*.py"), *REPO_ROOT.glob("compose/*.yaml"), *REPO_ROOT.glob("scripts/*.sh")])
+    for var in job["env"]:
+        assert var in read, f"the job sets {var}, which nothing in pd-chaos reads"
+    targets = run(["make", "-n", "suites-gpu"], timeout_s=30, cwd=REPO_ROOT)
+    assert targets.returncode == 0 and "scripts/gpu.sh suites" in targets.stdout, targets.stdout + targets.stderr
