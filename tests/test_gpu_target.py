@@ -166,7 +166,7 @@ _SGLANG_PARSE = """
 import contextlib, io, json, sys
 from sglang.srt.server_args import prepare_server_args
 keys = ("model_path", "port", "nccl_port", "disaggregation_mode", "disaggregation_bootstrap_port", "disaggregation_ib_device",
-        "disaggregation_transfer_backend", "enable_metrics", "log_requests", "skip_server_warmup", "max_running_requests", "mem_fraction_static")
+        "disaggregation_transfer_backend", "disaggregation_decode_enable_radix_cache", "enable_metrics", "log_requests", "skip_server_warmup", "max_running_requests", "mem_fraction_static")
 out = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -196,15 +196,20 @@ def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(variant):
     """Each engine's command line, as Compose renders the overlay for a stack, goes through
     SGLang 0.5.23's own ``prepare_server_args`` (a flag renamed upstream exits 2 here, not in
     a user's nightly run), the router's through smg 1.13.0's ``parse_router_args``; every
-    SGLANG_/MC_ variable the engines get is one the pinned SGLang or Mooncake reads; the
+    variable the engines get is one the pinned SGLang, Mooncake or huggingface_hub reads; the
     transport is the variant's (TCP forced, or RDMA with the host's devices)."""
     plan = PortPlan(30000)
     services = render(variant, plan.as_env() | {"SGLANG_IB_DEVICE": "mlx5_0" if variant == "compose-gpu-rdma" else ""})["services"]
     site = next((VENV / "lib").glob("python3*/site-packages"))
     read = "\n".join(p.read_text(errors="replace") for p in (site / "sglang").rglob("*.py"))
     mooncake = b"".join(p.read_bytes() for p in (site / "mooncake").rglob("*.so"))
+    hub = "\n".join(p.read_text(errors="replace") for p in (site / "huggingface_hub").rglob("*.py"))
     typo = [*services["prefill"]["command"], "--disaggregation-bootstrap-prt=1"]
-    prefill, decode, refused = sglang_parse(services["prefill"]["command"], services["decode"]["command"], typo)
+    # the own-stack modules' engines: suites/test_overload.py's small one, test_decode_radix_cache.py's cache
+    own = render(variant, plan.as_env() | {"ENGINE_MAX_RUNNING_REQUESTS": "2", "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache"})["services"]["decode"]["command"]
+    prefill, decode, refused, own_decode = sglang_parse(services["prefill"]["command"], services["decode"]["command"], typo, own)
+    assert own_decode.get("args", {}).get("max_running_requests") == 2 and own_decode["args"]["disaggregation_decode_enable_radix_cache"] is True, own_decode
+    assert decode["args"]["disaggregation_decode_enable_radix_cache"] is False, decode
     for role, port, got in (("prefill", plan.prefill, prefill), ("decode", plan.decode, decode)):
         svc = services[role]
         assert svc["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
@@ -215,11 +220,8 @@ def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(variant):
         assert args["enable_metrics"] and args["log_requests"] and args["skip_server_warmup"], args
         if role == "prefill":
             assert args["disaggregation_bootstrap_port"] == plan.prefill_bootstrap, args
-        for var in svc["environment"]:
-            if var.startswith("SGLANG_"):
-                assert var in read, f"{role} sets {var}, which SGLang 0.5.23 does not read"
-            elif var.startswith("MC_"):
-                assert var.encode() in mooncake, f"{role} sets {var}, which Mooncake does not read"
+        for var in svc["environment"]:  # each read by SGLang, by Mooncake, or by huggingface_hub (HF_HUB_OFFLINE)
+            assert var in read or var.encode() in mooncake or var in hub, f"{role} sets {var}, which neither SGLang 0.5.23, Mooncake nor huggingface_hub reads"
         if variant == "compose-gpu-rdma":  # Mooncake reads MC_FORCE_TCP's mere presence as "TCP only"
             assert "MC_FORCE_TCP" not in svc["environment"] and args["disaggregation_ib_device"] == "mlx5_0", args
             assert svc["cap_add"] == ["IPC_LOCK"] and svc["devices"][0]["source"] == "/dev/infiniband", svc
