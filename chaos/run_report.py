@@ -58,7 +58,8 @@ RIG_ERROR = "pdchaos_rig_error"  # a call-phase report's user property: the rig 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     """A rig error in the test body (a trigger that never fired, a fault not applied, a
     premise not met) is marked, so that it is reported as an error, never as a failed
-    verdict; with ``--stop-at-verdict`` the first failed verdict ends the session."""
+    verdict; with ``--stop-at-verdict`` the first failed verdict (a FAIL, not verdicts that
+    were only unknown) ends the session."""
     outcome = yield
     rep = outcome.get_result()
     error = call.excinfo.value if call.excinfo is not None else None
@@ -66,7 +67,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         mark = (RIG_ERROR, f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
         rep.user_properties.append(mark)  # for this report's status
         item.user_properties.append(mark)  # for the teardown report, whose properties JUnit XML writes
-    if call.when == "call" and rep.failed and isinstance(error, VerdictFailed) and item.config.getoption("--stop-at-verdict"):
+    if call.when == "call" and rep.failed and isinstance(error, VerdictFailed) and error.failed and item.config.getoption("--stop-at-verdict"):
         item.session.shouldstop = f"a verdict failed in {item.nodeid}"
     item.stash.setdefault(_PHASES, {})[call.when] = rep
 

@@ -38,9 +38,10 @@ from chaos.triggers import Condition, Signal, gauge, log_line
 from chaos.wait import HTTP_CALL_S
 from chaos.workloads import Workload
 
-__all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "Scenario", "NoVerdict"]
+__all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "WINDOW_GRACE_S", "Scenario", "NoVerdict"]
 
 QUIET_MARGIN_S = 1.0  # sampling past a leak bound, so that its window is covered by samples
+WINDOW_GRACE_S = 2.0  # past a verdict's window: two scrapes of a slow source (0.5 s timeout each) and then some
 REQUESTS_AT_WORKER = Metric("router", "smg_worker_requests_active")
 HEALTH_PATHS = {"router": "/readiness"}  # what a load balancer asks smg; an engine's is /health
 
@@ -175,6 +176,21 @@ class Scenario:
         if self.engine_logs is not None:
             capture_logs(self.history, self.engine_logs, {op.invoke.op for op in self.history.ops()})
 
+    def _observe_windows(self) -> None:
+        """Keep sampling until each windowed verdict's window has closed on its sources, or
+        it has passed (``v.Windowed``): bounded by the window's end and a grace. A window the
+        samples still do not cover is judged as it is, and says so (unknown, never pass)."""
+        for check in (c for c in self.checks if isinstance(c, v.Windowed)):
+            closes = check.closes(self.history)
+            if closes is None:
+                continue
+
+            def covered(check: v.Windowed = check, closes: float = closes) -> bool:
+                sampled = all((s := self.sampler.latest(source)) is not None and s.t >= closes for source in check.sources)
+                return sampled or check(self.history).status is v.Status.PASS
+
+            self.sampler.poll(covered, timeout_s=max(0.0, closes - self.history.now()) + WINDOW_GRACE_S, what=f"samples through the window of {check.__name__}")
+
     def conclude(self, *, body_failed: bool, known: dict[str, str] | None = None) -> list[v.Verdict]:
         """Judge the declared verdicts and record them. Raises ``VerdictFailed`` if one did
         not pass and the body did not fail first; ``NoVerdict`` if none was declared;
@@ -183,6 +199,8 @@ class Scenario:
             if body_failed:
                 return []
             raise NoVerdict("the scenario declared no verdict (scenario.judge): it could not fail")
+        if not body_failed:
+            self._observe_windows()
         self._read_logs()
         verdicts = v.record(self.history, v.evaluate(self.history, self.checks))
         if not body_failed:

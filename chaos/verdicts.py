@@ -26,6 +26,7 @@ __all__ = [
     "Status",
     "Verdict",
     "VerdictFailed",
+    "Windowed",
     "amplification_at_most",
     "charged_only_where_struck",
     "context_grows",
@@ -112,8 +113,33 @@ class Verdict:
 Check = Callable[[History], Verdict]
 
 
+@dataclass(frozen=True)
+class Windowed:
+    """A check judged on the samples of a window that closes at a moment the history tells
+    (``closes``; None: not yet known), from ``sources``. The scenario keeps sampling until
+    those sources are sampled through it, or the check has passed (a pass is final: a later
+    sample cannot undo a watchdog that fired on time, or a gauge that came back), so that
+    no verdict it declared is judged on a window cut short (``Scenario.conclude``)."""
+
+    check: Check
+    closes: Callable[[History], float | None]
+    sources: tuple[str, ...]
+
+    @property
+    def __name__(self) -> str:
+        return self.check.__name__
+
+    def __call__(self, history: History) -> Verdict:
+        return self.check(history)
+
+
 class VerdictFailed(AssertionError):
-    """A test failed on its verdicts (not a rig error)."""
+    """A test failed on its verdicts (not a rig error): ``failed`` when one of them failed,
+    not only unknown (``--stop-at-verdict`` stops there, and only there)."""
+
+    def __init__(self, message: str, *, failed: bool = True) -> None:
+        super().__init__(message)
+        self.failed = failed
 
 
 def evaluate(history: History, checks: Iterable[Check]) -> list[Verdict]:
@@ -152,7 +178,8 @@ def raise_unless_passed(verdicts: list[Verdict], known: dict[str, str] | None = 
     confirmed = {v for got in seen.values() for v in got if v.status is Status.FAIL}
     others = [v for v in bad if v not in confirmed]
     if others or gone:
-        raise VerdictFailed("\n".join([*(str(v) for v in others), *gone, *(f"{v} (known issue)" for v in confirmed)]))
+        failed = any(v.status is Status.FAIL for v in others)
+        raise VerdictFailed("\n".join([*(str(v) for v in others), *gone, *(f"{v} (known issue)" for v in confirmed)]), failed=failed)
     if confirmed:
         raise KnownIssueSeen("; ".join(f"{known[name]} [{'; '.join(v.message for v in got)}]" for name, got in seen.items()))
 
@@ -285,14 +312,21 @@ def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: flo
         took = f" (it took {done - ref:.2f}s)" if done - ref >= 0.01 else ""
         ups = [t for t in _increments(series) if t >= ref]
         hits = [t for t in ups if lo <= t <= hi]
+        seen = ", ".join(f"{t - ref:+.2f}s" for t in ups[:6]) or "never"
+        early = [t for t in ups if t < lo]
+        if early:  # whatever came after: a watchdog that fires before its timeout is broken
+            return Verdict(vname, Status.FAIL, f"{counter_name} on {source} rose {early[0] - ref:.2f}s after {after}{took}, before the window opens: fired early; rises seen: {seen}")
         if hits:
             return Verdict(vname, Status.PASS, f"{counter_name} rose {hits[0] - ref:.2f}s after {after}{took}")
-        seen = ", ".join(f"{t - ref:+.2f}s" for t in ups[:6]) or "never"
         if series[-1][0] < hi:
             return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after {after}{took}, before the window closes; rises seen: {seen}")
         return Verdict(vname, Status.FAIL, f"{counter_name} on {source} did not rise inside the window; rises after {after}{took}: {seen}")
 
-    return check
+    def closes(h: History) -> float | None:
+        start = _start(h, since)
+        return None if start is None else start + timeout_s + slack_s
+
+    return Windowed(check, closes, (source,))
 
 
 def no_leak(*, gauges: Iterable[Metric | tuple[str, str]], within_s: float, since: Since = Since.HEAL) -> Check:
@@ -334,7 +368,11 @@ def no_leak(*, gauges: Iterable[Metric | tuple[str, str]], within_s: float, sinc
             return Verdict(vname, Status.UNKNOWN, "; ".join(unknown))
         return Verdict(vname, Status.PASS, "; ".join(notes))
 
-    return check
+    def closes(h: History) -> float | None:
+        start = _start(h, since) if h.first_fault_t() is not None else None
+        return None if start is None else start + within_s
+
+    return Windowed(check, closes, tuple(dict.fromkeys(source for source, _ in gauges)))
 
 
 def recovers(*, within_s: float, ready: Collection[str] = ()) -> Check:

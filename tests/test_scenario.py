@@ -50,6 +50,15 @@ def test_known_issue_only_where_lacking(scenario, workload):  # the embedded sta
     workload.request("/v1/chat/completions", workload.chat("word " * 70000, max_tokens=2))
 
 
+def test_window_outlasts_the_body(scenario, workload, faults):
+    """The body ends right after its fault; the declared window closes 2.5 s later."""
+    from chaos.pipeline import Metric
+
+    scenario.judge(v.watchdog_fired("none here", Metric("prefill", "num_bootstrap_failed_reqs_total"), timeout_s=2, slack_s=0.5))
+    with faults.latency("client_router", 1):
+        workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2), phase=Phase.FAULT)
+
+
 @pytest.mark.known_issue("outcomes_in", reason="KNOWN ISSUE upstream 1.0: no request succeeds")
 def test_known_issue_gone(scenario, workload):
     scenario.judge(v.outcomes_in(set()))
@@ -98,6 +107,11 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     where = results["test_known_issue_only_where_lacking"]
     assert where["outcome"] == "failed" and "[FAIL] outcomes_in" in where["message"] and not where["known_issue"], where
 
+    # the scenario kept sampling through its verdict's window: judged on the whole window
+    # (no rise: fail), not on samples that ended with the body (unknown)
+    window = results["test_window_outlasts_the_body"]
+    assert window["outcome"] == "failed" and "did not rise inside the window" in window["message"], window
+
     template = results["test_slow_kv_link_during_a_conversation"]
     assert template["outcome"] == "passed", template
     assert {v["status"] for v in template["verdicts"]} == {"pass"} and len(template["verdicts"]) == 8, template["verdicts"]
@@ -111,3 +125,13 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     assert "xrid=" in (raised_logs / "decode.log").read_text(), "decode's log of the failed test has none of its requests"
     summary = next((tmp_path / "reports").glob("*/summary.md")).read_text()
     assert f"- embedded on port base {base}, model pdsim/deterministic-1" in summary, summary[-1500:]
+
+    # --stop-at-verdict ends the session at a failed verdict, not at one only unknown
+    stopped = run(
+        [sys.executable, "-m", "pytest", str(tmp_path / "test_kit.py"), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), f"--port-base={base}",
+         f"--reports-dir={tmp_path / 'stopped'}", "--stop-at-verdict", "-k", "unknown_fails or only_where_lacking or known_issue_gone"],
+        cwd=ROOT, timeout_s=240,
+    )
+    ran = _results(tmp_path / "stopped")
+    assert set(ran) == {"test_unknown_fails_after_the_body", "test_known_issue_only_where_lacking"}, stopped.stdout[-3000:]
+    assert "a verdict failed in" in stopped.stdout and "test_known_issue_only_where_lacking" in stopped.stdout.split("a verdict failed in")[1], stopped.stdout[-1500:]

@@ -79,6 +79,20 @@ def test_watchdog_fired():
 
 
 
+def test_a_watchdog_that_fired_early_fails_whatever_came_after():
+    """Seen on an engine whose decode waiting timeout fired at 3 s instead of 6: the rise at
+    +3.12 s is a definite failure, though the samples ended at +3.31 s, before the window
+    [6 s, 7.5 s] closed, and though a later rise would have fallen inside it."""
+    check = v.watchdog_fired("decode waiting", Metric("decode", "fails"), timeout_s=6, slack_s=1.5)
+    cut_short, then_on_time = History(), History()
+    for h, rises, end in ((cut_short, (4.12,), 4.31), (then_on_time, (4.12, 7.5), 12.0)):
+        fault(h, 1.0, 1.2)
+        series(h, "decode", "fails", [(t / 100, float(sum(t / 100 >= r for r in rises))) for t in range(0, int(end * 100) + 1, 10)] + [(end, float(len(rises)))])
+    for h in (cut_short, then_on_time):
+        verdict = check(h)
+        assert verdict.status is v.Status.FAIL and "fired early" in verdict.message and "3.20s after the fault" in verdict.message, verdict
+
+
 def test_watchdog_fired_after_a_slow_heal_counts_from_when_the_heal_began():
     """A thaw through a deployment's commands took 1.3 s: the service resumed somewhere in
     between, so a watchdog that fired T after the heal began is on time, and one that fired
