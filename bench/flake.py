@@ -31,7 +31,11 @@ def main() -> int:
     ap.add_argument("runs", type=int, nargs="?", default=10)
     ap.add_argument("--port-base", type=int, default=BASES["bench-flake"])
     ap.add_argument("--suites", default="suites")
-    ap.add_argument("--tests", action="store_true", help="run the project's tests as `make test` does (two workers) instead of the suites")
+    ap.add_argument(
+        "--tests",
+        action="store_true",
+        help="run the project's tests as `make test` does (two workers) instead of the suites",
+    )
     ap.add_argument("--target", default="embedded", help="the suites' target (default embedded)")
     args = ap.parse_args()
     what = ["tests", "-n", "2", "--dist", "loadgroup"] if args.tests else [args.suites, f"--target={args.target}"]
@@ -42,14 +46,32 @@ def main() -> int:
         for i in range(args.runs):
             junit = Path(tmp) / f"run{i}.xml"
             t0 = time.monotonic()
-            subprocess.run([sys.executable, "-m", "pytest", *what, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=3600)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    *what,
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    f"--junitxml={junit}",
+                    f"--port-base={args.port_base}",
+                ],
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                timeout=3600,
+            )
             walls.append(time.monotonic() - t0)
             run = parse_junit(junit)
             failed = run.verdict_failures + run.rig_errors
             for test in failed:
                 failures[test] += 1
                 first.setdefault(test, run.verdict or run.rig_error)
-            print(f"run {i + 1}/{args.runs}: {run.passed} passed, {len(failed)} failed or errored in {walls[-1]:.0f} s", flush=True)
+            print(
+                f"run {i + 1}/{args.runs}: {run.passed} passed, {len(failed)} failed or errored in {walls[-1]:.0f} s",
+                flush=True,
+            )
     print(f"\n{args.runs} runs, {sum(failures.values())} failures, mean wall {sum(walls) / len(walls):.0f} s")
     for test, n in failures.most_common():
         print(f"  {n}/{args.runs}  {test}  {first[test][:160]}")

@@ -30,7 +30,11 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def stream_one(client: httpx.AsyncClient, i: int, tokens: int) -> int:
-    body = {"text": f"benchmark stream {i}", "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}, "stream": True}
+    body = {
+        "text": f"benchmark stream {i}",
+        "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True},
+        "stream": True,
+    }
     last = None
     async with client.stream("POST", "/generate", json=body) as r:
         async for line in r.aiter_lines():
@@ -41,7 +45,9 @@ async def stream_one(client: httpx.AsyncClient, i: int, tokens: int) -> int:
 
 async def run(stack: EmbeddedStack, streams: int, tokens: int) -> tuple[int, float]:
     limits = httpx.Limits(max_connections=streams * 2, max_keepalive_connections=streams)
-    async with httpx.AsyncClient(base_url=stack.info.endpoints["client"], timeout=httpx.Timeout(120, connect=5), limits=limits) as client:
+    async with httpx.AsyncClient(
+        base_url=stack.info.endpoints["client"], timeout=httpx.Timeout(120, connect=5), limits=limits
+    ) as client:
         t0 = time.monotonic()
         counts = await asyncio.gather(*(stream_one(client, i, tokens) for i in range(streams)))
         return sum(counts), time.monotonic() - t0

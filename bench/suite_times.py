@@ -34,10 +34,17 @@ BUDGET_S = {**{t: 3600.0 for t in TARGETS}, **{t: 4 * 3600.0 for t in GPU}}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-k", dest="select", default="", help="a pytest -k expression")
-    ap.add_argument("--tests", action="store_true", help="time the project's tests as `make test` runs them (two workers)")
+    ap.add_argument(
+        "--tests", action="store_true", help="time the project's tests as `make test` runs them (two workers)"
+    )
     ap.add_argument("--matrix", action="store_true", help="also time `pdchaos mutants`")
     ap.add_argument("--port-base", type=int, default=BASES["bench-suites"])
-    ap.add_argument("--target", default="embedded", choices=[t for t in TARGETS if t != "attach"], help="the suites' target (default embedded)")
+    ap.add_argument(
+        "--target",
+        default="embedded",
+        choices=[t for t in TARGETS if t != "attach"],
+        help="the suites' target (default embedded)",
+    )
     args = ap.parse_args()
     what = ["tests", "-n", "2", "--dist", "loadgroup"] if args.tests else ["suites", f"--target={args.target}"]
     if args.select:
@@ -45,15 +52,40 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "run.xml"
         t0 = time.monotonic()
-        rc = subprocess.run([sys.executable, "-m", "pytest", *what, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={args.port_base}"], cwd=REPO, stdout=subprocess.DEVNULL, timeout=BUDGET_S[args.target]).returncode
+        rc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                *what,
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={junit}",
+                f"--port-base={args.port_base}",
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            timeout=BUDGET_S[args.target],
+        ).returncode
         wall = time.monotonic() - t0
-        cases = sorted(((float(c.get("time", 0)), f"{c.get('classname')}::{c.get('name')}") for c in ET.parse(junit).getroot().iter("testcase")), reverse=True)
-    print(f"pytest {' '.join(what)}: {wall:.0f} s wall (process start to exit), {sum(s for s, _ in cases):.0f} s of test time, {len(cases)} tests, exit {rc}")
+        cases = sorted(
+            (
+                (float(c.get("time", 0)), f"{c.get('classname')}::{c.get('name')}")
+                for c in ET.parse(junit).getroot().iter("testcase")
+            ),
+            reverse=True,
+        )
+    print(
+        f"pytest {' '.join(what)}: {wall:.0f} s wall (process start to exit), {sum(s for s, _ in cases):.0f} s of test time, {len(cases)} tests, exit {rc}"
+    )
     for seconds, name in cases[:5]:
         print(f"  {seconds:6.1f} s  {name}")
     if args.matrix:
         t0 = time.monotonic()
-        rc = subprocess.run([str(Path(sys.executable).parent / "pdchaos"), "mutants"], cwd=REPO, timeout=BUDGET_S["embedded"]).returncode
+        rc = subprocess.run(
+            [str(Path(sys.executable).parent / "pdchaos"), "mutants"], cwd=REPO, timeout=BUDGET_S["embedded"]
+        ).returncode
         print(f"kill matrix: {time.monotonic() - t0:.0f} s wall, exit {rc}")
     return 0
 

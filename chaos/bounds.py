@@ -29,7 +29,9 @@ class Bounds:
     heartbeat_max_failure: int
     disconnect_poll_s: float
     router_timeout_s: float
-    router_max_retries: int  # smg's attempts per request, the first among them (smg 1.13: --retry-max-retries 2 makes 2)
+    router_max_retries: (
+        int  # smg's attempts per request, the first among them (smg 1.13: --retry-max-retries 2 makes 2)
+    )
     slack_s: float
     forward_s: float
     recovery_s: float

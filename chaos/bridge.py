@@ -147,16 +147,37 @@ async def _pump(src: socket.socket, dst: socket.socket) -> str:
         return "reset"
 
 
-async def _run(bridge: Bridge, exports: list[tuple[socket.socket, int]], imports: list[tuple[socket.socket, int]]) -> None:
+async def _run(
+    bridge: Bridge, exports: list[tuple[socket.socket, int]], imports: list[tuple[socket.socket, int]]
+) -> None:
     servers = [bridge.serve(s, p, "stack") for s, p in exports] + [bridge.serve(s, p, "host") for s, p in imports]
     await asyncio.gather(*servers)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m chaos.bridge", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--export", type=int, action="append", default=[], metavar="PORT", help="host 127.0.0.1:PORT to the namespace's 127.0.0.1:PORT")
-    ap.add_argument("--import", dest="imports", type=int, action="append", default=[], metavar="PORT", help="the namespace's 127.0.0.1:PORT to the host's 127.0.0.1:PORT")
-    ap.add_argument("--host-netns", metavar="PATH", help="already in the stack's namespace (a container Compose made with no network): reach the host's through this file, a bind mount of a host process's ns/net")
+    ap.add_argument(
+        "--export",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PORT",
+        help="host 127.0.0.1:PORT to the namespace's 127.0.0.1:PORT",
+    )
+    ap.add_argument(
+        "--import",
+        dest="imports",
+        type=int,
+        action="append",
+        default=[],
+        metavar="PORT",
+        help="the namespace's 127.0.0.1:PORT to the host's 127.0.0.1:PORT",
+    )
+    ap.add_argument(
+        "--host-netns",
+        metavar="PATH",
+        help="already in the stack's namespace (a container Compose made with no network): reach the host's through this file, a bind mount of a host process's ns/net",
+    )
     args = ap.parse_args(argv)
     if args.host_netns:
         host_ns = os.open(args.host_netns, os.O_RDONLY)
@@ -169,9 +190,13 @@ def main(argv: list[str] | None = None) -> int:
         host_ns = os.open("/proc/self/ns/net", os.O_RDONLY)
         _check(_libc.unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
         stack_ns = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)  # a child of this thread: in the new namespace
+        subprocess.run(
+            ["ip", "link", "set", "lo", "up"], check=True, timeout=10
+        )  # a child of this thread: in the new namespace
     imports = [(_listen(p), p) for p in args.imports]
-    print(f"bridge ready: namespace /proc/{os.getpid()}/ns/net, exports {args.export}, imports {args.imports}", flush=True)
+    print(
+        f"bridge ready: namespace /proc/{os.getpid()}/ns/net, exports {args.export}, imports {args.imports}", flush=True
+    )
     try:
         asyncio.run(_run(Bridge(host_ns, stack_ns), exports, imports))
     except KeyboardInterrupt:

@@ -25,7 +25,16 @@ import httpx
 from chaos.history import Chunk, Complete, History, Invoke, Outcome, Phase
 from chaos.limits import waiting
 
-__all__ = ["CLOSE_S", "Client", "Deadlines", "classify_exception", "context_of", "ending", "total_deadline", "trace_headers"]
+__all__ = [
+    "CLOSE_S",
+    "Client",
+    "Deadlines",
+    "classify_exception",
+    "context_of",
+    "ending",
+    "total_deadline",
+    "trace_headers",
+]
 
 CLOSE_S = 1.0  # from a deadline's expiry to the request's record: closing the response, joining the thread
 
@@ -66,9 +75,12 @@ def context_of(request: dict[str, Any]) -> str:
 
 
 @contextmanager
-def total_deadline(total_s: float, sent: float, close: Callable[[], object], expired: threading.Event) -> Iterator[None]:
+def total_deadline(
+    total_s: float, sent: float, close: Callable[[], object], expired: threading.Event
+) -> Iterator[None]:
     """While inside: once ``total_s`` has passed since ``sent`` (monotonic), set ``expired``
     and ``close`` the response, so that no read can outlive the request's total deadline."""
+
     def expire() -> None:
         expired.set()
         close()
@@ -157,12 +169,28 @@ class _Parse:
         return Outcome.OK
 
     def end(self, status: int, *, stream: bool) -> dict[str, Any]:
-        return ending(self.outcome(stream=stream), status, self.text, self.error, self.prompt_tokens, self.completion_tokens)
+        return ending(
+            self.outcome(stream=stream), status, self.text, self.error, self.prompt_tokens, self.completion_tokens
+        )
 
 
-def ending(outcome: Outcome, status: int | None = None, reply: str = "", error: str = "", prompt_tokens: int | None = None, completion_tokens: int | None = None) -> dict[str, Any]:
+def ending(
+    outcome: Outcome,
+    status: int | None = None,
+    reply: str = "",
+    error: str = "",
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+) -> dict[str, Any]:
     """A request's ending, as ``Complete``'s fields."""
-    return dict(outcome=outcome, status=status, reply=reply, error=error, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    return dict(
+        outcome=outcome,
+        status=status,
+        reply=reply,
+        error=error,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+    )
 
 
 # One TLS context for every client: building one loads the CA bundle (about 17 ms of CPU
@@ -180,12 +208,26 @@ class Client:
     def __init__(self, base_url: str, history: History, deadlines: Deadlines) -> None:
         self.history, self.deadlines = history, deadlines
         d = deadlines
-        self._http = httpx.Client(base_url=base_url, verify=_TLS, limits=httpx.Limits(max_connections=1, max_keepalive_connections=1), timeout=httpx.Timeout(d.read_s, connect=d.connect_s, pool=d.connect_s, write=d.connect_s))
+        self._http = httpx.Client(
+            base_url=base_url,
+            verify=_TLS,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            timeout=httpx.Timeout(d.read_s, connect=d.connect_s, pool=d.connect_s, write=d.connect_s),
+        )
 
     def close(self) -> None:
         self._http.close()
 
-    def request(self, path: str, body: dict[str, Any], *, agent: str = "", round: int = -1, phase: Phase = Phase.NONE, hang_up_after: int | None = None) -> Complete:
+    def request(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        agent: str = "",
+        round: int = -1,
+        phase: Phase = Phase.NONE,
+        hang_up_after: int | None = None,
+    ) -> Complete:
         """Send one request, record it, and return how it ended (the history's record).
         ``hang_up_after=N`` closes a stream after N data events on purpose (a client abort);
         that ends as ``client_timeout``, the client's own decision to stop waiting."""
@@ -197,7 +239,9 @@ class Client:
             end, first_byte = self._run(op, path, body, stream, hang_up_after)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
 
-    def _run(self, op: str, path: str, body: dict[str, Any], stream: bool, hang_up_after: int | None = None) -> tuple[dict[str, Any], float | None]:
+    def _run(
+        self, op: str, path: str, body: dict[str, Any], stream: bool, hang_up_after: int | None = None
+    ) -> tuple[dict[str, Any], float | None]:
         """How the request ended (``Complete``'s fields) and when its first byte came."""
         d = self.deadlines
         got_head = False
@@ -231,7 +275,12 @@ class Client:
                             continue
                         events += 1
                         if hang_up_after is not None and events >= hang_up_after:
-                            return ending(Outcome.CLIENT_TIMEOUT, resp.status_code, parse.text, f"client hung up after {events} events"), first_byte
+                            return ending(
+                                Outcome.CLIENT_TIMEOUT,
+                                resp.status_code,
+                                parse.text,
+                                f"client hung up after {events} events",
+                            ), first_byte
                         data = line[6:]
                         if data == "[DONE]":
                             parse.done = True

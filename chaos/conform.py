@@ -53,7 +53,13 @@ WATCHED = (
     "num_requests_total", "num_aborted_requests_total", "prompt_tokens_total", "generation_tokens_total",
     "time_to_first_token_seconds_count", "e2e_request_latency_seconds_count", "inter_token_latency_seconds_count",
 )  # fmt: skip
-LOADS = ("num_running_reqs", "num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs", "num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs")
+LOADS = (
+    "num_running_reqs",
+    "num_prefill_bootstrap_queue_reqs",
+    "num_prefill_inflight_queue_reqs",
+    "num_decode_prealloc_queue_reqs",
+    "num_decode_transfer_queue_reqs",
+)
 
 # probe -> why pdsim is meant to differ there
 INTENDED: dict[str, str] = {
@@ -124,15 +130,22 @@ def _bootstrap_timeout(info: StackInfo, *, stream: bool) -> dict[str, str]:
     bootstrap_s = float(info.config["timeouts"]["bootstrap_s"])
     body = _lone_leg(info, "a lone prefill leg") | {"stream": stream}
     t0 = time.monotonic()
-    with httpx.stream("POST", info.endpoints["prefill"] + "/generate", json=body, timeout=httpx.Timeout(bootstrap_s + 15, connect=2.0)) as r:
+    with httpx.stream(
+        "POST", info.endpoints["prefill"] + "/generate", json=body, timeout=httpx.Timeout(bootstrap_s + 15, connect=2.0)
+    ) as r:
         text = "".join(r.iter_text())
         status = r.status_code
     took = time.monotonic() - t0
     kind = "stream" if stream else "plain"
-    out = {f"bootstrap_timeout.{kind}.status": str(status), f"bootstrap_timeout.{kind}.fires_in_bound": str(bootstrap_s <= took <= bootstrap_s + 2.0)}
+    out = {
+        f"bootstrap_timeout.{kind}.status": str(status),
+        f"bootstrap_timeout.{kind}.fires_in_bound": str(bootstrap_s <= took <= bootstrap_s + 2.0),
+    }
     if stream:
         events = [ln[len("data: ") :] for ln in text.splitlines() if ln.startswith("data: ")]
-        out["bootstrap_timeout.stream.events"] = " ".join("[DONE]" if e == "[DONE]" else _event_shape(json.loads(e)) for e in events)
+        out["bootstrap_timeout.stream.events"] = " ".join(
+            "[DONE]" if e == "[DONE]" else _event_shape(json.loads(e)) for e in events
+        )
     else:
         try:
             reply = json.loads(text)
@@ -156,9 +169,15 @@ def _waiting_timeout(info: StackInfo) -> dict[str, str]:
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(1) as pool:
-        leg = pool.submit(httpx.post, decode + "/generate", json=body, timeout=httpx.Timeout(waiting_s + 15, connect=2.0))
+        leg = pool.submit(
+            httpx.post, decode + "/generate", json=body, timeout=httpx.Timeout(waiting_s + 15, connect=2.0)
+        )
         # while the room waits and decode runs no batch: what /v1/loads and /metrics say of it
-        live = wait_until(lambda: waiting(decode + LOADS_PATH), timeout_s=min(4.0, waiting_s - 1), what="decode's /v1/loads shows the waiting room")
+        live = wait_until(
+            lambda: waiting(decode + LOADS_PATH),
+            timeout_s=min(4.0, waiting_s - 1),
+            what="decode's /v1/loads shows the waiting room",
+        )
         cadence = f"loads {live:g}, metrics {waiting(decode + '/metrics'):g}"
         reply = leg.result(timeout=waiting_s + 20)
     took = time.monotonic() - t0
@@ -171,7 +190,9 @@ def _waiting_timeout(info: StackInfo) -> dict[str, str]:
         "cadence.decode_queue_while_no_batch_runs": cadence,
         "waiting_timeout.fires_in_bound": str(waiting_s <= took <= waiting_s + 2.0),
         "waiting_timeout.message": mask(message)[:300],
-        "metrics.decode.num_transfer_failed_reqs_total.after_a_failure": _metrics(decode + "/metrics").get("num_transfer_failed_reqs_total", "absent"),
+        "metrics.decode.num_transfer_failed_reqs_total.after_a_failure": _metrics(decode + "/metrics").get(
+            "num_transfer_failed_reqs_total", "absent"
+        ),
     }
 
 
@@ -188,20 +209,37 @@ def _stream_ending(data: str) -> str:
 def _abort_running(info: StackInfo) -> dict[str, str]:
     """A chat stream decode is running, aborted through decode's ``/abort_request``: how it
     ends for the client (SGLang 0.5.23: a last chunk saying ``abort``, then ``[DONE]``)."""
-    body = {"model": served_model(info), "messages": [{"role": "user", "content": "a long tale"}], "max_tokens": 400, "temperature": 0, "ignore_eos": True, "stream": True}
+    body = {
+        "model": served_model(info),
+        "messages": [{"role": "user", "content": "a long tale"}],
+        "max_tokens": 400,
+        "temperature": 0,
+        "ignore_eos": True,
+        "stream": True,
+    }
     data: list[str] = []
     with httpx.stream("POST", info.endpoints["client"] + "/v1/chat/completions", json=body, timeout=_TIMEOUT) as r:
         lines = r.iter_lines()
         for line in lines:  # until decode is running it: its first token came
-            if line.startswith("data: {") and (json.loads(line[6:]).get("choices") or [{}])[0].get("delta", {}).get("content"):
+            if line.startswith("data: {") and (json.loads(line[6:]).get("choices") or [{}])[0].get("delta", {}).get(
+                "content"
+            ):
                 break
         httpx.post(info.endpoints["decode"] + "/abort_request", json={"abort_all": True}, timeout=_TIMEOUT)
         data = [line[6:] for line in lines if line.startswith("data: ")]
-    return {"abort.running_stream.status": str(r.status_code), "abort.running_stream.ends": " | ".join(_stream_ending(d) for d in data[-2:])}
+    return {
+        "abort.running_stream.status": str(r.status_code),
+        "abort.running_stream.ends": " | ".join(_stream_ending(d) for d in data[-2:]),
+    }
 
 
 def _same_reply(client: str, body: dict[str, Any]) -> str:
-    replies = {httpx.post(client + "/v1/chat/completions", json=body, timeout=_TIMEOUT).json()["choices"][0]["message"]["content"] for _ in range(3)}
+    replies = {
+        httpx.post(client + "/v1/chat/completions", json=body, timeout=_TIMEOUT).json()["choices"][0]["message"][
+            "content"
+        ]
+        for _ in range(3)
+    }
     return str(len(replies) == 1)
 
 
@@ -221,14 +259,24 @@ def observe(info: StackInfo) -> dict[str, str]:
         loads = httpx.get(e[role] + LOADS_PATH, timeout=_TIMEOUT)
         live = parse_metrics(loads.text) if loads.status_code == 200 else {}
         out[f"loads.{role}"] = f"status {loads.status_code}: " + ",".join(n for n in LOADS if n in live)
-        no_room = httpx.post(e[role] + "/generate", json={"text": "no room", "sampling_params": {"max_new_tokens": 1, "temperature": 0}}, timeout=_TIMEOUT)
+        no_room = httpx.post(
+            e[role] + "/generate",
+            json={"text": "no room", "sampling_params": {"max_new_tokens": 1, "temperature": 0}},
+            timeout=_TIMEOUT,
+        )
         out[f"no_bootstrap_room.{role}.status"] = str(no_room.status_code)
     out.update(_bootstrap_timeout(info, stream=False))
     out.update(_bootstrap_timeout(info, stream=True))
     out.update(_waiting_timeout(info))
     out.update(_abort_running(info))
-    out["metrics.prefill.num_bootstrap_failed_reqs_total.after_a_failure"] = _metrics(e["prefill"] + "/metrics").get("num_bootstrap_failed_reqs_total", "absent")
-    chat = {"model": served_model(info), "messages": [{"role": "user", "content": "the same question"}], "max_tokens": 8}
+    out["metrics.prefill.num_bootstrap_failed_reqs_total.after_a_failure"] = _metrics(e["prefill"] + "/metrics").get(
+        "num_bootstrap_failed_reqs_total", "absent"
+    )
+    chat = {
+        "model": served_model(info),
+        "messages": [{"role": "user", "content": "the same question"}],
+        "max_tokens": 8,
+    }
     out["sampling.without_temperature.same_reply"] = _same_reply(e["client"], chat)
     out["sampling.temperature_0.same_reply"] = _same_reply(e["client"], chat | {"temperature": 0})
     return out
@@ -236,4 +284,6 @@ def observe(info: StackInfo) -> dict[str, str]:
 
 def diff(base: dict[str, str], other: dict[str, str], intended: dict[str, str] = INTENDED) -> list[Row]:
     """One row per probe either side observed."""
-    return [Row(p, base.get(p, "-"), other.get(p, "-"), intended.get(p, "")) for p in sorted(base.keys() | other.keys())]
+    return [
+        Row(p, base.get(p, "-"), other.get(p, "-"), intended.get(p, "")) for p in sorted(base.keys() | other.keys())
+    ]

@@ -1,17 +1,17 @@
 """The rig's errors, one tree.
 
-    ChaosError
-    ├── RigError                 the rig could not do its job: the test *errors*
-    │   ├── ConfigError          bad option, stack file, defect or target name
-    │   ├── TargetError          a service would not start, stop or answer
-    │   ├── ToxiproxyError       the Toxiproxy API failed or timed out
-    │   │   ├── ProxyNotFound    404
-    │   │   └── ProxyExists      409
-    │   ├── FaultNotApplied      a fault's verification saw no effect
-    │   ├── FaultNotHealed       a heal's verification saw the fault still there
-    │   ├── TriggerTimeout       a trigger's condition never held before its deadline
-    │   └── TimeLimitHit         a test outlasted its limit (``chaos.limits``)
-    └── (verdict failures are not exceptions: they are ``Verdict`` values)
+ChaosError
+├── RigError                 the rig could not do its job: the test *errors*
+│   ├── ConfigError          bad option, stack file, defect or target name
+│   ├── TargetError          a service would not start, stop or answer
+│   ├── ToxiproxyError       the Toxiproxy API failed or timed out
+│   │   ├── ProxyNotFound    404
+│   │   └── ProxyExists      409
+│   ├── FaultNotApplied      a fault's verification saw no effect
+│   ├── FaultNotHealed       a heal's verification saw the fault still there
+│   ├── TriggerTimeout       a trigger's condition never held before its deadline
+│   └── TimeLimitHit         a test outlasted its limit (``chaos.limits``)
+└── (verdict failures are not exceptions: they are ``Verdict`` values)
 """
 
 from __future__ import annotations

@@ -48,7 +48,13 @@ def soak(pytestconfig: pytest.Config) -> Soak:
 def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackFactory]:
     # ports per worker; a pytest run inside a test is no worker: its ports are where --port-base says
     worker = xdist_worker(pytestconfig) or "gw0"
-    factory = StackFactory(pytestconfig.stash[TARGET], pytestconfig.getoption("--port-base"), tmp_path_factory.mktemp("stacks"), worker=worker, record_dir=run_dir(pytestconfig) / "stacks")
+    factory = StackFactory(
+        pytestconfig.stash[TARGET],
+        pytestconfig.getoption("--port-base"),
+        tmp_path_factory.mktemp("stacks"),
+        worker=worker,
+        record_dir=run_dir(pytestconfig) / "stacks",
+    )
     try:
         yield factory
     finally:
@@ -86,7 +92,15 @@ def history(request: pytest.FixtureRequest, seed: int, stack: Target, engine_log
             if outcome in ("failed", "error"):
                 save_logs(folder / "logs", engine_logs)
             stack_id = f"{stack.info.kind}:{stack.info.port_base}:{stack.info.run_id}"
-            result = result_of(h, nodeid=request.node.nodeid, outcome=outcome, duration_s=duration, known_issue=reason, message=message, stack=stack_id)
+            result = result_of(
+                h,
+                nodeid=request.node.nodeid,
+                outcome=outcome,
+                duration_s=duration,
+                known_issue=reason,
+                message=message,
+                stack=stack_id,
+            )
             write_test_report(folder, h, result)
             add_result(request.config, result)
         finally:
@@ -98,7 +112,9 @@ def sampler(stack: Target, history: History) -> Iterator[Sampler]:
     s = Sampler(history, metrics_urls(stack.info.endpoints)).start()
     # a baseline of every source before the body acts; a source still silent after this is
     # judged from what it has: verdicts needing a sample before the fault then say unknown
-    s.poll(lambda: all(s.latest(name) is not None for name in s.urls), timeout_s=5.0, what="a first sample of every source")
+    s.poll(
+        lambda: all(s.latest(name) is not None for name in s.urls), timeout_s=5.0, what="a first sample of every source"
+    )
     try:
         yield s
     finally:
@@ -130,7 +146,9 @@ def ensure_steady(stack: Target) -> str:
     with activity("steady state before the test"):
         reply = scratch.probe_until_ok(within_s=Bounds.of(stack.info).recovery_s)
     if not reply.ok:
-        raise TargetError(f"target not in steady state before the test: last probe {reply.outcome.value} {reply.error[:200]}")
+        raise TargetError(
+            f"target not in steady state before the test: last probe {reply.outcome.value} {reply.error[:200]}"
+        )
     return model
 
 
@@ -146,7 +164,9 @@ def bounds(stack: Target) -> Bounds:
 
 
 @pytest.fixture
-def scenario(stack: Target, history: History, sampler: Sampler, workload: Workload, bounds: Bounds, engine_logs: LogCursor) -> Scenario:
+def scenario(
+    stack: Target, history: History, sampler: Sampler, workload: Workload, bounds: Bounds, engine_logs: LogCursor
+) -> Scenario:
     """The scenario kit (``chaos.scenario``): verdicts declared in the body are judged from
     the history once the body ends."""
     return Scenario(stack, history, sampler, workload, bounds, engine_logs=engine_logs)
@@ -168,7 +188,11 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
         raise
     if isinstance(scenario, Scenario):
         marks = pyfuncitem.iter_markers("known_issue")
-        known = {m.args[0]: m.kwargs["reason"] for m in marks if "lacking" not in m.kwargs or not scenario.has(Capability(m.kwargs["lacking"]))}
+        known = {
+            m.args[0]: m.kwargs["reason"]
+            for m in marks
+            if "lacking" not in m.kwargs or not scenario.has(Capability(m.kwargs["lacking"]))
+        }
         try:
             scenario.conclude(body_failed=False, known=known)
         except KnownIssueSeen as seen:

@@ -84,19 +84,52 @@ class LocalHost:
 
 
 def _gpus(host: Host, pool: GpuPool) -> list[Check]:
-    rc, out = host.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total,memory.used,driver_version", "--format=csv,noheader,nounits"])
+    rc, out = host.run(
+        [
+            "nvidia-smi",
+            "--query-gpu=index,uuid,name,memory.total,memory.used,driver_version",
+            "--format=csv,noheader,nounits",
+        ]
+    )
     if rc != 0:
-        return [Check("GPUs", MISSING, out.strip().splitlines()[-1] if out.strip() else f"nvidia-smi exited {rc}", "install the NVIDIA driver (docs/gpu.md step 1)")]
+        return [
+            Check(
+                "GPUs",
+                MISSING,
+                out.strip().splitlines()[-1] if out.strip() else f"nvidia-smi exited {rc}",
+                "install the NVIDIA driver (docs/gpu.md step 1)",
+            )
+        ]
     rows = [[f.strip() for f in line.split(",")] for line in out.strip().splitlines() if line.count(",") >= 5]
     by_id = {r[0]: r for r in rows} | {r[1]: r for r in rows}
     absent = [d for d in pool.devices if d not in by_id]
     listed = "; ".join(f"{r[0]}: {r[2]}, {int(r[3]) // 1024} GiB" for r in rows)
     if absent:
-        return [Check("GPUs", MISSING, f"PDCHAOS_GPUS names {','.join(absent)}, not on this host ({listed or 'no GPU'})", f"list {GPUS_PER_STACK} of this host's GPUs in PDCHAOS_GPUS")]
-    checks = [Check("GPUs", OK, f"{len(pool.devices)} for the run ({','.join(pool.devices)}), {pool.stacks_at_once} stack(s) at a time; host: {listed}")]
+        return [
+            Check(
+                "GPUs",
+                MISSING,
+                f"PDCHAOS_GPUS names {','.join(absent)}, not on this host ({listed or 'no GPU'})",
+                f"list {GPUS_PER_STACK} of this host's GPUs in PDCHAOS_GPUS",
+            )
+        ]
+    checks = [
+        Check(
+            "GPUs",
+            OK,
+            f"{len(pool.devices)} for the run ({','.join(pool.devices)}), {pool.stacks_at_once} stack(s) at a time; host: {listed}",
+        )
+    ]
     busy = [f"{d} ({by_id[d][4]} MiB used)" for d in pool.devices if int(by_id[d][4]) > BUSY_GPU_MIB]
     if busy:
-        checks.append(Check("GPUs idle", WARNING, f"already in use: {', '.join(busy)}", "the engines' --mem-fraction-static counts the whole GPU: free them, or lower SGLANG_MEM_FRACTION"))
+        checks.append(
+            Check(
+                "GPUs idle",
+                WARNING,
+                f"already in use: {', '.join(busy)}",
+                "the engines' --mem-fraction-static counts the whole GPU: free them, or lower SGLANG_MEM_FRACTION",
+            )
+        )
     return checks
 
 
@@ -107,27 +140,55 @@ def _driver(host: Host, image: str) -> list[Check]:
     driver = out.strip().splitlines()[0].strip()
     m = re.search(r"-cu(\d\d)(\d)\b", image)
     if m is None:
-        return [Check("driver", WARNING, f"{driver}; the CUDA release of {image} is not in its tag", "pick an image tagged -cu126/-cu128/-cu129/-cu130")]
+        return [
+            Check(
+                "driver",
+                WARNING,
+                f"{driver}; the CUDA release of {image} is not in its tag",
+                "pick an image tagged -cu126/-cu128/-cu129/-cu130",
+            )
+        ]
     cuda = f"{m.group(1)}.{m.group(2)}"
     needed = CUDA_DRIVER.get(cuda)
     have = tuple(int(x) for x in re.findall(r"\d+", driver)[:2])
     if needed is None:
         return [Check("driver", WARNING, f"{driver}; CUDA {cuda} ({image}) is not in the table", "")]
     if have < needed:
-        return [Check("driver", WARNING, f"{driver} is older than CUDA {cuda}'s {needed[0]}.{needed[1]} ({image})", "upgrade the driver, or pick an SGLANG_IMAGE built for an older CUDA; it may also start through CUDA's minor-version compatibility")]
+        return [
+            Check(
+                "driver",
+                WARNING,
+                f"{driver} is older than CUDA {cuda}'s {needed[0]}.{needed[1]} ({image})",
+                "upgrade the driver, or pick an SGLANG_IMAGE built for an older CUDA; it may also start through CUDA's minor-version compatibility",
+            )
+        ]
     return [Check("driver", OK, f"{driver} runs CUDA {cuda} ({image})")]
 
 
 def _docker(host: Host) -> tuple[list[Check], dict[str, object]]:
     rc, out = host.run(["docker", "info", "--format", "{{json .}}"])
     if rc != 0:
-        return [Check("Docker", MISSING, out.strip().splitlines()[-1] if out.strip() else f"docker info exited {rc}", "install Docker Engine and start it (docs/gpu.md step 1)")], {}
+        return [
+            Check(
+                "Docker",
+                MISSING,
+                out.strip().splitlines()[-1] if out.strip() else f"docker info exited {rc}",
+                "install Docker Engine and start it (docs/gpu.md step 1)",
+            )
+        ], {}
     info = json.loads(out.strip().splitlines()[-1])
     checks = [Check("Docker", OK, f"engine {info.get('ServerVersion', '?')}")]
     rc, out = host.run(["docker", "compose", "version", "--short"])
     major = re.match(r"v?(\d+)", out.strip())
     if rc != 0 or major is None or int(major.group(1)) < 2:
-        checks.append(Check("Compose v2", MISSING, out.strip()[:200] or f"exited {rc}", "install the docker-compose-plugin (Compose v2)"))
+        checks.append(
+            Check(
+                "Compose v2",
+                MISSING,
+                out.strip()[:200] or f"exited {rc}",
+                "install the docker-compose-plugin (Compose v2)",
+            )
+        )
     else:
         checks.append(Check("Compose v2", OK, out.strip()))
     runtimes = set(info.get("Runtimes") or {})
@@ -136,9 +197,23 @@ def _docker(host: Host) -> tuple[list[Check], dict[str, object]]:
     if "nvidia" in runtimes:
         checks.append(Check("NVIDIA Container Toolkit", OK, "Docker has the nvidia runtime"))
     elif rc == 0:
-        checks.append(Check("NVIDIA Container Toolkit", WARNING, f"{out.strip().splitlines()[0]}, but Docker lists no nvidia runtime ({', '.join(sorted(runtimes))})", "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker"))
+        checks.append(
+            Check(
+                "NVIDIA Container Toolkit",
+                WARNING,
+                f"{out.strip().splitlines()[0]}, but Docker lists no nvidia runtime ({', '.join(sorted(runtimes))})",
+                "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
+            )
+        )
     else:
-        checks.append(Check("NVIDIA Container Toolkit", MISSING, f"no nvidia-ctk, no nvidia runtime in Docker{' (CDI dirs: ' + ', '.join(cdi) + ')' if cdi else ''}", "install nvidia-container-toolkit, then `nvidia-ctk runtime configure --runtime=docker`"))
+        checks.append(
+            Check(
+                "NVIDIA Container Toolkit",
+                MISSING,
+                f"no nvidia-ctk, no nvidia runtime in Docker{' (CDI dirs: ' + ', '.join(cdi) + ')' if cdi else ''}",
+                "install nvidia-container-toolkit, then `nvidia-ctk runtime configure --runtime=docker`",
+            )
+        )
     return checks, info
 
 
@@ -148,10 +223,19 @@ def _images(host: Host, env: dict[str, str]) -> list[Check]:
         ref = env.get(var) or default
         rc, out = host.run(["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", ref])
         if rc != 0:
-            checks.append(Check(f"image {var}", MISSING, f"{ref} is not on this host", "make gpu-pull (docs/gpu.md step 3)"))
+            checks.append(
+                Check(f"image {var}", MISSING, f"{ref} is not on this host", "make gpu-pull (docs/gpu.md step 3)")
+            )
             continue
         digests = json.loads(out.strip().splitlines()[-1] or "[]") or []
-        checks.append(Check(f"image {var}", OK, f"{ref} = {', '.join(digests) or 'no registry digest (built here)'}", "" if "@sha256:" in ref else f"pin it: {var}={digests[0]}" if digests else ""))
+        checks.append(
+            Check(
+                f"image {var}",
+                OK,
+                f"{ref} = {', '.join(digests) or 'no registry digest (built here)'}",
+                "" if "@sha256:" in ref else f"pin it: {var}={digests[0]}" if digests else "",
+            )
+        )
     return checks
 
 
@@ -162,12 +246,23 @@ def _model(env: dict[str, str]) -> list[Check]:
     if not cache.is_dir():
         return [Check("model", MISSING, f"HF_CACHE {cache} does not exist (Compose will not mount it)", fetch)]
     if model.startswith("/"):
-        return [Check("model", MISSING, f"SGLANG_MODEL {model} is a path; the engines see only HF_CACHE", "name a Hugging Face model id, cached under HF_CACHE")]
+        return [
+            Check(
+                "model",
+                MISSING,
+                f"SGLANG_MODEL {model} is a path; the engines see only HF_CACHE",
+                "name a Hugging Face model id, cached under HF_CACHE",
+            )
+        ]
     snapshots = cache / "hub" / f"models--{model.replace('/', '--')}" / "snapshots"
     configs = sorted(snapshots.glob("*/config.json"))
-    weights = [p for c in configs for p in c.parent.glob("*.safetensors")] + [p for c in configs for p in c.parent.glob("*.bin")]
+    weights = [p for c in configs for p in c.parent.glob("*.safetensors")] + [
+        p for c in configs for p in c.parent.glob("*.bin")
+    ]
     if not configs or not weights:
-        return [Check("model", MISSING, f"{model} is not in {cache} (no config.json and weights under {snapshots})", fetch)]
+        return [
+            Check("model", MISSING, f"{model} is not in {cache} (no config.json and weights under {snapshots})", fetch)
+        ]
     broken = [p.name for p in weights if not p.exists()]  # a symlink to a blob a cleanup removed
     if broken:
         return [Check("model", MISSING, f"{model}: weights {', '.join(broken[:3])} point at missing blobs", fetch)]
@@ -177,7 +272,10 @@ def _model(env: dict[str, str]) -> list[Check]:
 
 def _disk(host: Host, docker_root: str, env: dict[str, str]) -> list[Check]:
     checks = []
-    places = [("Docker's disk", Path(docker_root) if docker_root else None, DOCKER_ROOT_FREE_GB), ("cache disk", Path(env.get("PDCHAOS_JIT_CACHE") or "~/.cache/pdchaos/sglang").expanduser(), CACHE_FREE_GB)]
+    places = [
+        ("Docker's disk", Path(docker_root) if docker_root else None, DOCKER_ROOT_FREE_GB),
+        ("cache disk", Path(env.get("PDCHAOS_JIT_CACHE") or "~/.cache/pdchaos/sglang").expanduser(), CACHE_FREE_GB),
+    ]
     for name, path, need in places:
         if path is None:
             continue
@@ -185,7 +283,14 @@ def _disk(host: Host, docker_root: str, env: dict[str, str]) -> list[Check]:
         if free is None:
             checks.append(Check(name, WARNING, f"free space at {path} unknown"))
         elif free < need:
-            checks.append(Check(name, MISSING, f"{free:.1f} GB free at {path}, {need:.0f} GB needed", "free disk space (`docker system prune` removes unused images)"))
+            checks.append(
+                Check(
+                    name,
+                    MISSING,
+                    f"{free:.1f} GB free at {path}, {need:.0f} GB needed",
+                    "free disk space (`docker system prune` removes unused images)",
+                )
+            )
         else:
             checks.append(Check(name, OK, f"{free:.0f} GB free at {path}"))
     return checks
@@ -193,13 +298,37 @@ def _disk(host: Host, docker_root: str, env: dict[str, str]) -> list[Check]:
 
 def _rdma(env: dict[str, str]) -> list[Check]:
     if not Path("/dev/infiniband").is_dir():
-        return [Check("RDMA", MISSING, "no /dev/infiniband", "install the RDMA drivers (rdma-core), or run --target compose-gpu (Mooncake over TCP)")]
+        return [
+            Check(
+                "RDMA",
+                MISSING,
+                "no /dev/infiniband",
+                "install the RDMA drivers (rdma-core), or run --target compose-gpu (Mooncake over TCP)",
+            )
+        ]
     hcas = sorted(p.name for p in Path("/sys/class/infiniband").glob("*"))
-    wanted = [d for d in re.split(r"[,\s]+", env.get("SGLANG_IB_DEVICE", "")) if d and not d.startswith("{") and not d.endswith(".json")]
+    wanted = [
+        d
+        for d in re.split(r"[,\s]+", env.get("SGLANG_IB_DEVICE", ""))
+        if d and not d.startswith("{") and not d.endswith(".json")
+    ]
     absent = [d for d in wanted if d not in hcas]
     if absent:
-        return [Check("RDMA", MISSING, f"SGLANG_IB_DEVICE names {', '.join(absent)}; this host has {', '.join(hcas) or 'none'}", "set SGLANG_IB_DEVICE to one of them")]
-    return [Check("RDMA", OK, f"HCAs: {', '.join(hcas) or 'none listed'}; Mooncake uses {env.get('SGLANG_IB_DEVICE') or 'all of them'}")]
+        return [
+            Check(
+                "RDMA",
+                MISSING,
+                f"SGLANG_IB_DEVICE names {', '.join(absent)}; this host has {', '.join(hcas) or 'none'}",
+                "set SGLANG_IB_DEVICE to one of them",
+            )
+        ]
+    return [
+        Check(
+            "RDMA",
+            OK,
+            f"HCAs: {', '.join(hcas) or 'none listed'}; Mooncake uses {env.get('SGLANG_IB_DEVICE') or 'all of them'}",
+        )
+    ]
 
 
 def check_host(target: str, host: Host, env: dict[str, str] | None = None) -> list[Check]:

@@ -37,7 +37,9 @@ class GpuPool:
         if len(set(self.devices)) != len(self.devices):
             raise ConfigError(f"PDCHAOS_GPUS names a device twice: {','.join(self.devices)}")
         if len(self.devices) < GPUS_PER_STACK:
-            raise ConfigError(f"PDCHAOS_GPUS={','.join(self.devices)}: a stack needs {GPUS_PER_STACK} GPUs (prefill's and decode's)")
+            raise ConfigError(
+                f"PDCHAOS_GPUS={','.join(self.devices)}: a stack needs {GPUS_PER_STACK} GPUs (prefill's and decode's)"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> "GpuPool":

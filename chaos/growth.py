@@ -88,7 +88,7 @@ def fit(history: History, metric: Metric, *, warmup: float = WARMUP) -> Fit | No
     """The line through ``metric``'s values at the checkpoints after warm-up; None with
     fewer than three values (missing evidence is no fit, never a flat one)."""
     times = checkpoints(history)
-    times = times[int(len(times) * warmup):]
+    times = times[int(len(times) * warmup) :]
     source, name = metric
     samples = sorted((s for s in history.of(Sample) if s.source == source), key=lambda s: s.t)
     points = [(t, v) for t in times if (v := _at(samples, name, t)) is not None]

@@ -169,7 +169,9 @@ class VerdictRecord:
 
 Record = Invoke | Chunk | Complete | FaultEvent | Sample | TriggerFired | LogEvent | VerdictRecord
 R = TypeVar("R", Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, VerdictRecord)
-_TYPES: dict[str, type] = {c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, VerdictRecord)}
+_TYPES: dict[str, type] = {
+    c.kind: c for c in (Invoke, Chunk, Complete, FaultEvent, Sample, TriggerFired, LogEvent, VerdictRecord)
+}
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,11 @@ class History:
                 completes[r.op] = r
             elif isinstance(r, Chunk):
                 chunks.setdefault(r.op, []).append(r)
-        return [Op(i, completes.get(k), tuple(chunks.get(k, ()))) for k, i in invokes.items() if phase is None or i.phase == phase]
+        return [
+            Op(i, completes.get(k), tuple(chunks.get(k, ())))
+            for k, i in invokes.items()
+            if phase is None or i.phase == phase
+        ]
 
     def end_t(self) -> float:
         """The time of the last record (for a loaded history, "now" is its end)."""

@@ -100,7 +100,11 @@ class PhaseLimit:
     def enter(self, entry: _Entry) -> bool:
         """Record ``entry``; True if it is the main thread's outermost wait (it moves the limit)."""
         with _lock:
-            outermost = entry.allow_s is not None and entry.thread == threading.main_thread().name and self._outermost_main_wait() is None
+            outermost = (
+                entry.allow_s is not None
+                and entry.thread == threading.main_thread().name
+                and self._outermost_main_wait() is None
+            )
             self._open.append(entry)
         if outermost:
             self._rearm()
@@ -124,7 +128,10 @@ class PhaseLimit:
         others = [e for e in entries if e.thread != main]
 
         def chain(es: list[_Entry]) -> str:
-            return " > ".join(e.label + (f" (waited {now - e.since:.1f}s of its {e.allow_s:g}s)" if e.allow_s is not None else "") for e in es)
+            return " > ".join(
+                e.label + (f" (waited {now - e.since:.1f}s of its {e.allow_s:g}s)" if e.allow_s is not None else "")
+                for e in es
+            )
 
         doing = chain(mine) if mine else "the rig's own work, outside any bounded wait (a call without a deadline?)"
         text = (

@@ -28,7 +28,17 @@ from chaos.errors import ConfigError
 from chaos.ports import RUN_STRIDE
 from chaos.tools import REPO_ROOT
 
-__all__ = ["KILLERS", "Killer", "MutantResult", "defect_names", "matrix_ok", "parse_junit", "run_matrix", "to_json", "to_markdown"]
+__all__ = [
+    "KILLERS",
+    "Killer",
+    "MutantResult",
+    "defect_names",
+    "matrix_ok",
+    "parse_junit",
+    "run_matrix",
+    "to_json",
+    "to_markdown",
+]
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,9 @@ KILLERS: dict[str, Killer] = {
     "leak_on_abort": Killer("suites/test_client_abort.py", "no_leak"),
     "no_abort_to_decode": Killer("suites/test_kv_link.py", "failed_requests_are_clean"),
     "stale_bootstrap_cache": Killer("suites/test_prefill_crash.py", "recovers"),
-    "stale_decode_registration": Killer("suites/test_decode_restart.py::test_decode_killed_while_idle_then_restarted_under_load", "recovers"),
+    "stale_decode_registration": Killer(
+        "suites/test_decode_restart.py::test_decode_killed_while_idle_then_restarted_under_load", "recovers"
+    ),
     "stuck_transferring": Killer("suites/test_kv_link.py", "watchdog_fired"),
     "room_mixup": Killer("suites/test_concurrency_integrity.py", "replies_match_baseline"),
     "context_truncation": Killer("suites/test_multiround_keepalive.py", "context_grows"),
@@ -63,11 +75,16 @@ KILLERS: dict[str, Killer] = {
     "error_event_not_json": Killer("suites/test_client_contract.py", "failed_requests_are_clean"),
     "abort_frees_kv_mid_transfer": Killer("suites/test_abort_reuse.py", "replies_match_baseline"),
     "lost_prefill_never_retried": Killer("suites/test_control_link_heal.py", "recovers"),
-    "sigterm_cuts_streams": Killer("suites/test_graceful_shutdown.py::test_sigterm_drains_the_open_streams[decode]", "outcomes_in"),
+    "sigterm_cuts_streams": Killer(
+        "suites/test_graceful_shutdown.py::test_sigterm_drains_the_open_streams[decode]", "outcomes_in"
+    ),
     "kv_socket_leak": Killer("suites/test_soak.py", "does_not_grow", SOAK_ARGS),
     "failed_room_pinned": Killer("suites/test_retry_amplification.py", "no_leak"),
     "decode_prefix_kv_misplaced": Killer("suites/test_decode_radix_cache.py", "replies_match_baseline"),
-    "waiting_clock_from_arrival": Killer("suites/test_overload.py::test_queued_requests_are_served_not_timed_out", "counter_never_rises(decode:num_transfer_failed_reqs_total"),
+    "waiting_clock_from_arrival": Killer(
+        "suites/test_overload.py::test_queued_requests_are_served_not_timed_out",
+        "counter_never_rises(decode:num_transfer_failed_reqs_total",
+    ),
 }
 
 _VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
@@ -101,7 +118,9 @@ class MutantResult:
 
 
 def defect_names() -> list[str]:
-    out = subprocess.run([sys.executable, "-m", "pdsim.defects"], capture_output=True, text=True, timeout=30, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "pdsim.defects"], capture_output=True, text=True, timeout=30, check=True
+    )
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
 
 
@@ -146,23 +165,47 @@ def parse_junit(path: Path) -> JUnitRun:
             errors.append(test)
             unknown = _VERDICT.search(text) if "VerdictFailed" in text else None
             first = (problem.get("message") or "").splitlines()[0][:200] if problem.get("message") else problem.tag
-            rig = rig or (marked[0] if marked else f"[{unknown.group(1)}] {unknown.group(2).strip()}" if unknown else first)
+            rig = rig or (
+                marked[0] if marked else f"[{unknown.group(1)}] {unknown.group(2).strip()}" if unknown else first
+            )
     return JUnitRun(killed, errors, verdict, rig, passed, tuple(failed_verdicts))
 
 
-def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_args: list[str], timeout_s: float, killer: Killer | None = None) -> MutantResult:
+def _run_one(
+    defect: str,
+    *,
+    port_base: int,
+    out_dir: Path,
+    suites: str,
+    extra_args: list[str],
+    timeout_s: float,
+    killer: Killer | None = None,
+) -> MutantResult:
     """One pytest run with ``defect`` switched on. Without a ``killer`` any failed verdict
     kills; with one, only a failure of its verdict does."""
     junit = out_dir / f"{defect}.xml"
     log = out_dir / f"{defect}.log"
-    args = [sys.executable, "-m", "pytest", suites, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", f"--port-base={port_base}", f"--reports-dir={out_dir / 'reports' / defect}"]
+    args = [
+        sys.executable,
+        "-m",
+        "pytest",
+        suites,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--junitxml={junit}",
+        f"--port-base={port_base}",
+        f"--reports-dir={out_dir / 'reports' / defect}",
+    ]
     if defect != "clean":
         args.append("--stop-at-verdict")  # not -x: a rig error must not end the run before a verdict could kill
     env = {**os.environ, "PDSIM_DEFECTS": "" if defect == "clean" else defect}
     t0 = time.monotonic()
     with open(log, "w") as fh:
         try:
-            rc = subprocess.run([*args, *extra_args], cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+            rc = subprocess.run(
+                [*args, *extra_args], cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s
+            ).returncode
         except subprocess.TimeoutExpired:
             rc = -1
     seconds = time.monotonic() - t0
@@ -182,7 +225,17 @@ def _run_one(defect: str, *, port_base: int, out_dir: Path, suites: str, extra_a
         killed, verdict = bool(own), (own[0] if own else run.verdict)
         if run.verdict_failures and not own:
             rig_error = rig_error or f"another verdict failed, not {killer.verdict}: {run.verdict[:150]}"
-    return MutantResult(defect, killed, run.verdict_failures + run.rig_errors, round(seconds, 1), verdict, rc, str(log), run.passed, rig_error)
+    return MutantResult(
+        defect,
+        killed,
+        run.verdict_failures + run.rig_errors,
+        round(seconds, 1),
+        verdict,
+        rc,
+        str(log),
+        run.passed,
+        rig_error,
+    )
 
 
 def _progress(r: MutantResult, done: int, total: int) -> None:
@@ -190,7 +243,16 @@ def _progress(r: MutantResult, done: int, total: int) -> None:
     print(f"[{done}/{total}] {r.defect}: {r.state} in {r.seconds:.0f} s {r.verdict[:100]}", flush=True)
 
 
-def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: int, suites: str = "suites", extra_args: list[str] | None = None, timeout_s: float = 900) -> list[MutantResult]:
+def run_matrix(
+    *,
+    only: list[str] | None,
+    jobs: int,
+    out_dir: Path,
+    port_base: int,
+    suites: str = "suites",
+    extra_args: list[str] | None = None,
+    timeout_s: float = 900,
+) -> list[MutantResult]:
     names = defect_names()
     unknown = [n for n in (only or []) if n not in names and n != "clean"]
     if unknown:
@@ -198,13 +260,24 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
     chosen = [n for n in names if not only or n in only]
     unmapped = [n for n in chosen if n not in KILLERS]
     if unmapped:
-        raise ConfigError(f"no scenario named to kill defect(s) {', '.join(unmapped)}: add them to chaos.mutants.KILLERS")
+        raise ConfigError(
+            f"no scenario named to kill defect(s) {', '.join(unmapped)}: add them to chaos.mutants.KILLERS"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     extra = extra_args or []
     results = []
     total = len(chosen) + (1 if not only or "clean" in only else 0)
     if not only or "clean" in only:  # alone, so that its timing is undisturbed
-        results.append(_run_one("clean", port_base=port_base, out_dir=out_dir, suites=suites, extra_args=[*SOAK_ARGS, *extra], timeout_s=timeout_s))
+        results.append(
+            _run_one(
+                "clean",
+                port_base=port_base,
+                out_dir=out_dir,
+                suites=suites,
+                extra_args=[*SOAK_ARGS, *extra],
+                timeout_s=timeout_s,
+            )
+        )
         _progress(results[-1], 1, total)
     slots: queue.SimpleQueue[int] = queue.SimpleQueue()  # one port range per concurrent run, reused
     for k in range(max(1, jobs)):
@@ -214,7 +287,15 @@ def run_matrix(*, only: list[str] | None, jobs: int, out_dir: Path, port_base: i
         base = slots.get()
         try:
             killer = KILLERS[defect]
-            return _run_one(defect, port_base=base, out_dir=out_dir, suites=killer.suite, extra_args=[*killer.args, *extra], timeout_s=timeout_s, killer=killer)
+            return _run_one(
+                defect,
+                port_base=base,
+                out_dir=out_dir,
+                suites=killer.suite,
+                extra_args=[*killer.args, *extra],
+                timeout_s=timeout_s,
+                killer=killer,
+            )
         finally:
             slots.put(base)
 
@@ -238,7 +319,14 @@ def _scenario(defect: str) -> str:
 
 def to_json(results: list[MutantResult]) -> str:
     keep = ("defect", "killed", "tests_failed", "seconds", "verdict", "rig_error")
-    return json.dumps([{k: v for k, v in asdict(r).items() if k in keep} | {"scenario": _scenario(r.defect), "killed_by": r.verdict if r.killed and r.defect != "clean" else ""} for r in results], indent=2)
+    return json.dumps(
+        [
+            {k: v for k, v in asdict(r).items() if k in keep}
+            | {"scenario": _scenario(r.defect), "killed_by": r.verdict if r.killed and r.defect != "clean" else ""}
+            for r in results
+        ],
+        indent=2,
+    )
 
 
 def to_markdown(results: list[MutantResult]) -> str:
@@ -250,5 +338,7 @@ def to_markdown(results: list[MutantResult]) -> str:
         if r.defect == "clean" and r.as_expected:
             state += f" ({r.passed} tests)"
         test = r.tests_failed[0] if r.tests_failed else ""
-        lines.append(f"| {r.defect} | {_scenario(r.defect)} | {state} | {(r.verdict or r.rig_error).replace('|', '/')[:160]} | {test} | {r.seconds:.0f} |")
+        lines.append(
+            f"| {r.defect} | {_scenario(r.defect)} | {state} | {(r.verdict or r.rig_error).replace('|', '/')[:160]} | {test} | {r.seconds:.0f} |"
+        )
     return "\n".join(lines) + "\n"

@@ -47,7 +47,9 @@ _TARGETS = {
 def _need(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        raise ConfigError(f"`{tool}` is not installed: link faults on real engines need it (apt-get install iptables iproute2; `make setup-sglang` does)")
+        raise ConfigError(
+            f"`{tool}` is not installed: link faults on real engines need it (apt-get install iptables iproute2; `make setup-sglang` does)"
+        )
     return path
 
 
@@ -57,7 +59,11 @@ def netem_available() -> bool:
     Some kernels ship without it (this project's CI machines: "Specified qdisc kind is
     unknown"); then delay on a packet link is a capability the target lacks."""
     try:
-        probe = subprocess.run(["unshare", "--net", _need("tc"), "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"], capture_output=True, timeout=_CALL_S)
+        probe = subprocess.run(
+            ["unshare", "--net", _need("tc"), "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+            capture_output=True,
+            timeout=_CALL_S,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
@@ -89,7 +95,9 @@ class Namespace:
     def run(self, *argv: str, check: bool = True) -> str:
         done = run([*self.enter(), *argv], timeout_s=_CALL_S, what=f"`{' '.join(argv)}` in the stack's namespace")
         if check and done.returncode != 0:
-            raise FaultNotApplied(f"`{' '.join(argv)}` in {self.path} exited {done.returncode}: {done.stderr.strip()[-300:]}")
+            raise FaultNotApplied(
+                f"`{' '.join(argv)}` in {self.path} exited {done.returncode}: {done.stderr.strip()[-300:]}"
+            )
         return done.stdout
 
     # ---- iptables -----------------------------------------------------------------------------
@@ -110,7 +118,11 @@ class Namespace:
             return [("-p", "tcp", "--dport", str(p), "--syn", *tagged, *_TARGETS[mode]) for p in ports]
         # the resets REJECT sends travel back through INPUT from the port: they must pass
         not_rst = ("!", "--tcp-flags", "RST", "RST") if mode == "reset" else ()
-        return [("-p", "tcp", way, str(p), *not_rst, *tagged, *_TARGETS[mode]) for p in ports for way in ("--dport", "--sport")]
+        return [
+            ("-p", "tcp", way, str(p), *not_rst, *tagged, *_TARGETS[mode])
+            for p in ports
+            for way in ("--dport", "--sport")
+        ]
 
     def add_rules(self, mode: str, ports: tuple[int, ...], tag: str) -> None:
         self._chain()
@@ -123,7 +135,11 @@ class Namespace:
 
     def rule_counters(self, tag: str) -> Counters | None:
         """Packets and bytes the rules tagged ``tag`` matched; None when none is listed."""
-        listed = [ln for ln in self.run(_need("iptables"), "-L", CHAIN, "-v", "-x", "-n", check=False).splitlines() if f"/* {tag} */" in ln]
+        listed = [
+            ln
+            for ln in self.run(_need("iptables"), "-L", CHAIN, "-v", "-x", "-n", check=False).splitlines()
+            if f"/* {tag} */" in ln
+        ]
         if not listed:
             return None
         rows = [ln.split() for ln in listed]
@@ -133,16 +149,55 @@ class Namespace:
     def _root(self) -> None:
         tc = _need("tc")
         if "qdisc htb 1:" not in self.run(tc, "qdisc", "show", "dev", "lo"):
-            self.run(tc, "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb")  # default 0: unclassified passes unshaped
+            self.run(
+                tc, "qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb"
+            )  # default 0: unclassified passes unshaped
 
     def add_shaping(self, ports: tuple[int, ...], rate_kbit: int, minor: int) -> None:
         """A class 1:``minor`` at ``rate_kbit`` for the traffic to ``ports``."""
         tc = _need("tc")
         self._root()
         burst = max(1600, rate_kbit * 1000 // 8 // 10)  # a tenth of a second of the rate, at least a packet
-        self.run(tc, "class", "add", "dev", "lo", "parent", "1:", "classid", f"1:{minor:x}", "htb", "rate", f"{rate_kbit}kbit", "ceil", f"{rate_kbit}kbit", "burst", str(burst))
+        self.run(
+            tc,
+            "class",
+            "add",
+            "dev",
+            "lo",
+            "parent",
+            "1:",
+            "classid",
+            f"1:{minor:x}",
+            "htb",
+            "rate",
+            f"{rate_kbit}kbit",
+            "ceil",
+            f"{rate_kbit}kbit",
+            "burst",
+            str(burst),
+        )
         for p in ports:
-            self.run(tc, "filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", str(minor), "u32", "match", "ip", "dport", str(p), "0xffff", "flowid", f"1:{minor:x}")
+            self.run(
+                tc,
+                "filter",
+                "add",
+                "dev",
+                "lo",
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                str(minor),
+                "u32",
+                "match",
+                "ip",
+                "dport",
+                str(p),
+                "0xffff",
+                "flowid",
+                f"1:{minor:x}",
+            )
 
     def remove_shaping(self, minor: int) -> None:
         tc = _need("tc")

@@ -46,7 +46,9 @@ class OpenAIClient:
     def __init__(self, base_url: str, history: History, deadlines: Deadlines, *, model: str) -> None:
         self.history, self.deadlines, self.model = history, deadlines, model
         d = deadlines
-        timeout = openai.Timeout(min(d.read_s, d.total_s), connect=min(d.connect_s, d.total_s), pool=d.connect_s, write=d.connect_s)
+        timeout = openai.Timeout(
+            min(d.read_s, d.total_s), connect=min(d.connect_s, d.total_s), pool=d.connect_s, write=d.connect_s
+        )
         self._client = openai.OpenAI(base_url=f"{base_url}/v1", api_key="pd-chaos", timeout=timeout, max_retries=0)
 
     def close(self) -> None:
@@ -62,9 +64,18 @@ class OpenAIClient:
         end, first_byte = self._run(op, messages, max_tokens, stream)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
 
-    def _run(self, op: str, messages: list[dict[str, str]], max_tokens: int, stream: bool) -> tuple[dict[str, Any], float | None]:
+    def _run(
+        self, op: str, messages: list[dict[str, str]], max_tokens: int, stream: bool
+    ) -> tuple[dict[str, Any], float | None]:
         d = self.deadlines
-        kw: dict[str, Any] = dict(model=self.model, messages=messages, max_tokens=max_tokens, temperature=0, extra_headers=trace_headers(op), extra_body={"ignore_eos": True})
+        kw: dict[str, Any] = dict(
+            model=self.model,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=0,
+            extra_headers=trace_headers(op),
+            extra_body={"ignore_eos": True},
+        )
         text, finish, first_byte, usage = "", None, None, None
         expired = threading.Event()
         sent = time.monotonic()
@@ -88,15 +99,28 @@ class OpenAIClient:
             if expired.is_set():
                 return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte
             status = getattr(exc, "status_code", None)
-            return _end(classify_openai(exc, got_chunk=first_byte is not None), status=status, reply=text, error=f"{type(exc).__name__}: {exc}"[:500]), first_byte
+            return _end(
+                classify_openai(exc, got_chunk=first_byte is not None),
+                status=status,
+                reply=text,
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            ), first_byte
         if expired.is_set():
             return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte
         if finish == "abort":  # SGLang ends an aborted stream with this finish reason: an error the client can see
-            return _end(Outcome.CLEAN_ERROR, status=200, reply=text, usage=usage, error="finish_reason abort"), first_byte
+            return _end(
+                Outcome.CLEAN_ERROR, status=200, reply=text, usage=usage, error="finish_reason abort"
+            ), first_byte
         if finish is None:  # a stream that ended without a finish
-            return _end(Outcome.TRUNCATED, status=200, reply=text, usage=usage, error="ended without a finish_reason"), first_byte
+            return _end(
+                Outcome.TRUNCATED, status=200, reply=text, usage=usage, error="ended without a finish_reason"
+            ), first_byte
         return _end(Outcome.OK, status=200, reply=text, usage=usage), first_byte
 
 
-def _end(outcome: Outcome, *, status: int | None = None, reply: str = "", error: str = "", usage: Any = None) -> dict[str, Any]:
-    return ending(outcome, status, reply, error, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+def _end(
+    outcome: Outcome, *, status: int | None = None, reply: str = "", error: str = "", usage: Any = None
+) -> dict[str, Any]:
+    return ending(
+        outcome, status, reply, error, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+    )

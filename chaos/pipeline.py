@@ -78,19 +78,65 @@ PREFILL_UNSTAGED = "prefill, stage not logged"  # SGLang: between its Receive: a
 DECODE_UNSTAGED = "decode, stage not logged"
 TERMINAL_STATES = frozenset({"finished", "failed", "aborted"})
 
-_PREFILL_OUT = ("prompt_tokens_total", "num_requests_total", "num_bootstrap_failed_reqs_total", "num_transfer_failed_reqs_total", "num_aborted_requests_total")
-_DECODE_OUT = ("generation_tokens_total", "num_requests_total", "num_bootstrap_failed_reqs_total", "num_transfer_failed_reqs_total", "num_aborted_requests_total")
+_PREFILL_OUT = (
+    "prompt_tokens_total",
+    "num_requests_total",
+    "num_bootstrap_failed_reqs_total",
+    "num_transfer_failed_reqs_total",
+    "num_aborted_requests_total",
+)
+_DECODE_OUT = (
+    "generation_tokens_total",
+    "num_requests_total",
+    "num_bootstrap_failed_reqs_total",
+    "num_transfer_failed_reqs_total",
+    "num_aborted_requests_total",
+)
 
 PIPELINE: tuple[Hop, ...] = (
     Hop(BEFORE_ROUTER, "client"),
-    Hop("router", "router", ("smg_worker_requests_active", "smg_admission_inflight"), progress=("smg_router_request_duration_seconds_count", "smg_http_responses_total"), label="router in-flight"),
+    Hop(
+        "router",
+        "router",
+        ("smg_worker_requests_active", "smg_admission_inflight"),
+        progress=("smg_router_request_duration_seconds_count", "smg_http_responses_total"),
+        label="router in-flight",
+    ),
     Hop(PREFILL_UNSTAGED, "prefill", states=("open",)),
-    Hop("prefill bootstrap", "prefill", ("num_prefill_bootstrap_queue_reqs",), ("received", "bootstrap_queue"), _PREFILL_OUT, "prefill bootstrap q"),
+    Hop(
+        "prefill bootstrap",
+        "prefill",
+        ("num_prefill_bootstrap_queue_reqs",),
+        ("received", "bootstrap_queue"),
+        _PREFILL_OUT,
+        "prefill bootstrap q",
+    ),
     Hop("prefill forward", "prefill", ("num_queue_reqs",), ("waiting",), _PREFILL_OUT, "prefill waiting q"),
-    Hop("prefill inflight", "prefill", ("num_prefill_inflight_queue_reqs",), ("inflight",), _PREFILL_OUT, "prefill inflight q"),
+    Hop(
+        "prefill inflight",
+        "prefill",
+        ("num_prefill_inflight_queue_reqs",),
+        ("inflight",),
+        _PREFILL_OUT,
+        "prefill inflight q",
+    ),
     Hop(DECODE_UNSTAGED, "decode", states=("open",)),
-    Hop("decode prealloc", "decode", ("num_decode_prealloc_queue_reqs",), ("received", "prealloc_queue"), _DECODE_OUT, "decode prealloc q"),
-    Hop("decode transfer", "decode", ("num_decode_transfer_queue_reqs",), ("transfer_queue", "transferring"), _DECODE_OUT, "decode transfer q"),
+    Hop(
+        "decode prealloc",
+        "decode",
+        ("num_decode_prealloc_queue_reqs",),
+        ("received", "prealloc_queue"),
+        _DECODE_OUT,
+        "decode prealloc q",
+    ),
+    Hop(
+        "decode transfer",
+        "decode",
+        ("num_decode_transfer_queue_reqs",),
+        ("transfer_queue", "transferring"),
+        _DECODE_OUT,
+        "decode transfer q",
+    ),
     Hop("decode running", "decode", ("num_running_reqs",), ("running",), _DECODE_OUT, "decode running"),
 )
 
@@ -101,10 +147,20 @@ DECODE_TRANSFER_FAILED = Metric("decode", "num_transfer_failed_reqs_total")
 DECODE_TRANSFER_QUEUE = Metric("decode", "num_decode_transfer_queue_reqs")
 PREFILL_INFLIGHT_QUEUE = Metric("prefill", "num_prefill_inflight_queue_reqs")  # forward done, KV not yet delivered
 
-CIRCUIT_FAILURES = Metric("router", "smg_worker_cb_outcomes_total")  # per worker and outcome (.at(url, "failure")): what smg charged
-CIRCUIT_TRANSITIONS = Metric("router", "smg_worker_cb_transitions_total")  # per worker and state entered (.at(url, "open")): a circuit opened
+CIRCUIT_FAILURES = Metric(
+    "router", "smg_worker_cb_outcomes_total"
+)  # per worker and outcome (.at(url, "failure")): what smg charged
+CIRCUIT_TRANSITIONS = Metric(
+    "router", "smg_worker_cb_transitions_total"
+)  # per worker and state entered (.at(url, "open")): a circuit opened
 
-HOPS: tuple[str, ...] = tuple(h.name for h in PIPELINE)  # pipeline order: the earliest hop a request never left is where it is stuck
+HOPS: tuple[str, ...] = tuple(
+    h.name for h in PIPELINE
+)  # pipeline order: the earliest hop a request never left is where it is stuck
 STATE_HOP: dict[tuple[str, str], str] = {(h.service, s): h.name for h in PIPELINE for s in h.states}
-ENGINE_QUEUES: tuple[Metric, ...] = tuple(Metric(h.service, g) for h in PIPELINE if h.service in ("prefill", "decode") for g in h.gauges)
-ROUTER_INFLIGHT: tuple[Metric, ...] = tuple(Metric(h.service, g) for h in PIPELINE if h.service == "router" for g in h.gauges)
+ENGINE_QUEUES: tuple[Metric, ...] = tuple(
+    Metric(h.service, g) for h in PIPELINE if h.service in ("prefill", "decode") for g in h.gauges
+)
+ROUTER_INFLIGHT: tuple[Metric, ...] = tuple(
+    Metric(h.service, g) for h in PIPELINE if h.service == "router" for g in h.gauges
+)

@@ -32,7 +32,9 @@ pytest_plugins = ["chaos.run_report", "chaos.fixtures"]  # in import order: fixt
 
 MARKERS = (
     "fault(family): the fault family a scenario exercises (process, network, client, engine, load)",
-    "needs(*capabilities): capabilities the target must have (" + ", ".join(c.value for c in Capability) + "); the test skips with a reason otherwise",
+    "needs(*capabilities): capabilities the target must have ("
+    + ", ".join(c.value for c in Capability)
+    + "); the test skips with a reason otherwise",
     "smoke: one scenario for each way a target starts a stack and injects a fault (a toxic, a proxy down, kill, restart, freeze, SIGTERM, a client hanging up): `-m smoke` shows in minutes that a target's driver carries every fault; the verdicts are the suites' own",
     "known_issue(verdict, reason=..., lacking=None): a known upstream behaviour fails this verdict (on targets lacking the capability `lacking`, if given): failing alone it makes the test xfail with the reason; passing, it fails the test (strict)",
 )
@@ -40,15 +42,55 @@ MARKERS = (
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pdchaos", "pd-chaos")
-    group.addoption("--target", default=os.environ.get("PDCHAOS_TARGET", "embedded"), help=f"target to test: {', '.join(TARGETS)} (env PDCHAOS_TARGET)")
-    group.addoption("--stack-file", type=Path, default=os.environ.get("PDCHAOS_STACK_FILE"), help="with --target attach: the YAML file describing the deployment (env PDCHAOS_STACK_FILE)")
-    group.addoption("--allow-destructive", action="store_true", help="with --target attach: let faults kill, freeze and restart services of a stack pd-chaos did not start")
-    group.addoption("--seed", type=int, default=None, help="seed for every random choice of the rig (default: random, printed in the header)")
-    group.addoption("--port-base", type=int, default=int(os.environ.get("PDCHAOS_PORT_BASE", BASES["pytest"])), help=f"first port of the range the session's stacks use (default {BASES['pytest']})")
-    group.addoption("--stop-at-verdict", action="store_true", help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x")
-    group.addoption("--soak", default=None, metavar="DURATION", help="run the opt-in soak scenario for this long (90s, 30m, 2h); it skips without it")
-    parser.addini("pdchaos_limit_base_s", f"seconds a test phase may spend on the rig's own work between bounded waits (default {BASE_S:g}; chaos.limits)", default=str(BASE_S))
-    group.addoption("--reports-dir", default=os.environ.get("PDCHAOS_REPORTS", "reports"), help="where run reports and histories go (default reports/)")
+    group.addoption(
+        "--target",
+        default=os.environ.get("PDCHAOS_TARGET", "embedded"),
+        help=f"target to test: {', '.join(TARGETS)} (env PDCHAOS_TARGET)",
+    )
+    group.addoption(
+        "--stack-file",
+        type=Path,
+        default=os.environ.get("PDCHAOS_STACK_FILE"),
+        help="with --target attach: the YAML file describing the deployment (env PDCHAOS_STACK_FILE)",
+    )
+    group.addoption(
+        "--allow-destructive",
+        action="store_true",
+        help="with --target attach: let faults kill, freeze and restart services of a stack pd-chaos did not start",
+    )
+    group.addoption(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed for every random choice of the rig (default: random, printed in the header)",
+    )
+    group.addoption(
+        "--port-base",
+        type=int,
+        default=int(os.environ.get("PDCHAOS_PORT_BASE", BASES["pytest"])),
+        help=f"first port of the range the session's stacks use (default {BASES['pytest']})",
+    )
+    group.addoption(
+        "--stop-at-verdict",
+        action="store_true",
+        help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x",
+    )
+    group.addoption(
+        "--soak",
+        default=None,
+        metavar="DURATION",
+        help="run the opt-in soak scenario for this long (90s, 30m, 2h); it skips without it",
+    )
+    parser.addini(
+        "pdchaos_limit_base_s",
+        f"seconds a test phase may spend on the rig's own work between bounded waits (default {BASE_S:g}; chaos.limits)",
+        default=str(BASE_S),
+    )
+    group.addoption(
+        "--reports-dir",
+        default=os.environ.get("PDCHAOS_REPORTS", "reports"),
+        help="where run reports and histories go (default reports/)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -56,7 +98,9 @@ def pytest_configure(config: pytest.Config) -> None:
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     try:
-        choice = TargetChoice(config.getoption("--target"), config.getoption("--stack-file"), config.getoption("--allow-destructive"))
+        choice = TargetChoice(
+            config.getoption("--target"), config.getoption("--stack-file"), config.getoption("--allow-destructive")
+        )
         choice.capabilities()  # an attach target's stack file is read (and checked) here
         choice.stacks_at_once  # a GPU target's PDCHAOS_GPUS is read (and checked) here
     except ConfigError as exc:
@@ -76,7 +120,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     base = config.getoption("--port-base")
     warning = ephemeral_overlap(base)
-    return [f"pd-chaos: target={config.getoption('--target')} seed={config.stash[SEED]} port-base={base}", *([f"pd-chaos: WARNING {warning}"] if warning else [])]
+    return [
+        f"pd-chaos: target={config.getoption('--target')} seed={config.stash[SEED]} port-base={base}",
+        *([f"pd-chaos: WARNING {warning}"] if warning else []),
+    ]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

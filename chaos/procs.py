@@ -44,7 +44,9 @@ def run(argv: Sequence[str], *, timeout_s: float, what: str = "", **kw: Any) -> 
     what = what or f"`{' '.join(argv)[:120]}` to exit"
     try:
         with waiting(what, timeout_s):
-            return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, **kw)
+            return subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL, **kw
+            )
     except subprocess.TimeoutExpired as exc:
         raise TargetError(f"{what}: took over {timeout_s:g} s") from exc
 
@@ -67,7 +69,15 @@ def spawn(spec: ProcSpec) -> int:
         log.write(f"{_start_mark(spec.name)}{time.time():.6f}: {' '.join(spec.argv)}\n".encode())
         log.flush()
         try:
-            proc = subprocess.Popen(spec.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                spec.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
         except OSError as exc:
             raise TargetError(f"cannot start {spec.name} ({spec.argv[0]}): {exc}") from exc
     _CHILDREN[proc.pid] = proc

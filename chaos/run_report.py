@@ -67,7 +67,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         mark = (RIG_ERROR, f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
         rep.user_properties.append(mark)  # for this report's status
         item.user_properties.append(mark)  # for the teardown report, whose properties JUnit XML writes
-    if call.when == "call" and rep.failed and isinstance(error, VerdictFailed) and error.failed and item.config.getoption("--stop-at-verdict"):
+    if (
+        call.when == "call"
+        and rep.failed
+        and isinstance(error, VerdictFailed)
+        and error.failed
+        and item.config.getoption("--stop-at-verdict")
+    ):
         item.session.shouldstop = f"a verdict failed in {item.nodeid}"
     item.stash.setdefault(_PHASES, {})[call.when] = rep
 
@@ -116,7 +122,9 @@ def _results(config: pytest.Config) -> list[dict[str, Any]]:
     results = config.stash.get(_RESULTS, [])
     if results or not config.pluginmanager.hasplugin("dsession"):  # dsession: the xdist controller
         return results
-    results[:] = [json.loads(p.read_text()) for p in sorted(run_dir(config).glob("*/result.json"))]  # read once, for summary and table
+    results[:] = [
+        json.loads(p.read_text()) for p in sorted(run_dir(config).glob("*/result.json"))
+    ]  # read once, for summary and table
     return results
 
 
@@ -150,11 +158,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for r in results:
         bad = "; ".join(v["name"].split("(")[0] for v in r["verdicts"] if v["status"] != "pass")
         reqs = " ".join(f"{k}={n}" for k, n in sorted(r["requests"].items()))
-        table.add_row(escape(r["test"].split("::")[-1]), r["outcome"], f"{r['duration_s']:.1f}", escape(reqs), escape(bad))
+        table.add_row(
+            escape(r["test"].split("::")[-1]), r["outcome"], f"{r['duration_s']:.1f}", escape(reqs), escape(bad)
+        )
     console = Console(file=terminalreporter._tw._file, width=160)
     console.print(table)
     for test, v in figures(results):  # whatever the outcome: a soak's slopes, retry amplification
-        console.print(f"{escape(test.split('::')[-1])}: {escape(v['name'].split('(')[0])} ({v['status']}): {escape(v['message'])}")
+        console.print(
+            f"{escape(test.split('::')[-1])}: {escape(v['name'].split('(')[0])} ({v['status']}): {escape(v['message'])}"
+        )
     terminalreporter.write_line(f"reports: {run_dir(config)}")
-
-

@@ -46,7 +46,19 @@ PROCS_INTERVAL_S = 1.0  # memory and descriptors move slowly; reading a tree cos
 # smg's health check timeout; SGLang 0.5.23's /health runs a 1-token generate, so takes 1 s at least
 _HEALTH_TIMEOUT = httpx.Timeout(5.0, connect=0.25)
 # What health checkers (Compose, load balancers, smg itself) ask for: not serving traffic.
-PROBE_PATHS = frozenset({"/health", "/readiness", "/liveness", "/health_generate", "/metrics", "/server_info", "/model_info", "/get_server_info", "/get_model_info"})
+PROBE_PATHS = frozenset(
+    {
+        "/health",
+        "/readiness",
+        "/liveness",
+        "/health_generate",
+        "/metrics",
+        "/server_info",
+        "/model_info",
+        "/get_server_info",
+        "/get_model_info",
+    }
+)
 # Older SGLang names the prefill bootstrap queue gauge differently: read both as one.
 _ALIASES = {"num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs"}
 _LOADS_PREFIX = "sglang_"  # /v1/loads in Prometheus form: sglang_num_running_reqs, sglang_disagg_*
@@ -76,7 +88,9 @@ def parse_metrics(text: str) -> dict[str, float]:
             elif "worker" in s.labels:  # smg: keep each worker apart too
                 key = f"{name}:{s.labels['worker']}"
                 values[key] = values.get(key, 0.0) + s.value
-                kind = s.labels.get("outcome") or s.labels.get("to")  # breaker outcomes; transitions by the state entered
+                kind = s.labels.get("outcome") or s.labels.get(
+                    "to"
+                )  # breaker outcomes; transitions by the state entered
                 if kind:
                     key = f"{key}:{kind}"
                     values[key] = values.get(key, 0.0) + s.value
@@ -89,7 +103,13 @@ def parse_metrics(text: str) -> dict[str, float]:
 def metrics_urls(endpoints: dict[str, str]) -> dict[str, tuple[str, ...]]:
     """source -> the URLs of one sample, for a stack's endpoints: each engine's /metrics (and
     /v1/loads where it serves them), the router's, and Toxiproxy's if any."""
-    urls = {engine: (endpoints[engine] + "/metrics", *([endpoints[f"{engine}_loads"]] if f"{engine}_loads" in endpoints else [])) for engine in ("prefill", "decode")}
+    urls = {
+        engine: (
+            endpoints[engine] + "/metrics",
+            *([endpoints[f"{engine}_loads"]] if f"{engine}_loads" in endpoints else []),
+        )
+        for engine in ("prefill", "decode")
+    }
     urls["router"] = (endpoints["router_metrics"],)
     if "toxiproxy_metrics" in endpoints:
         urls["toxiproxy"] = (endpoints["toxiproxy_metrics"],)
@@ -99,7 +119,9 @@ def metrics_urls(endpoints: dict[str, str]) -> dict[str, tuple[str, ...]]:
 class Sampler:
     """``start()`` then ``stop()``; ``latest(source)`` serves triggers between samples."""
 
-    def __init__(self, history: History, urls: dict[str, tuple[str, ...]], *, interval_s: float = DEFAULT_INTERVAL_S) -> None:
+    def __init__(
+        self, history: History, urls: dict[str, tuple[str, ...]], *, interval_s: float = DEFAULT_INTERVAL_S
+    ) -> None:
         self.history = history
         self.urls = urls
         self.interval_s = interval_s
@@ -140,7 +162,12 @@ class Sampler:
         self._spawn(PROCS, self._read_processes, PROCS_INTERVAL_S)
 
     def _spawn(self, name: str, read: Callable[[str], None], interval_s: float | None = None) -> None:
-        t = threading.Thread(target=self._run, args=(name, read, interval_s or self.interval_s), name=f"pdchaos-sampler-{name}", daemon=True)
+        t = threading.Thread(
+            target=self._run,
+            args=(name, read, interval_s or self.interval_s),
+            name=f"pdchaos-sampler-{name}",
+            daemon=True,
+        )
         t.start()
         self._threads.append(t)
 
@@ -236,7 +263,9 @@ class Sampler:
                 return False
         return True
 
-    def poll(self, predicate: Callable[[], bool], *, timeout_s: float, what: str = "a condition on the samples") -> bool:
+    def poll(
+        self, predicate: Callable[[], bool], *, timeout_s: float, what: str = "a condition on the samples"
+    ) -> bool:
         """Re-check ``predicate`` at every new sample until it holds or the deadline passes."""
         deadline = time.monotonic() + timeout_s
         with waiting(what, timeout_s):

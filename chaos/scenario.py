@@ -109,7 +109,9 @@ class Scenario:
         """A soak's checkpoint: wait (bounded) until every gauge reads 0, then mark the
         moment; ``does_not_grow`` reads its quantities there. A system still busy after
         ``within_s`` is marked all the same: what it holds then is the growth to judge."""
-        quiet = "quiet" if self.sampler.wait_quiet(list(gauges), within_s=within_s) else f"still busy after {within_s:g}s"
+        quiet = (
+            "quiet" if self.sampler.wait_quiet(list(gauges), within_s=within_s) else f"still busy after {within_s:g}s"
+        )
         now = self.history.now()
 
         def processes_read() -> bool:  # a reading of the process trees taken after the wait, not before
@@ -137,11 +139,17 @@ class Scenario:
             except httpx.HTTPError as exc:
                 return type(exc).__name__
 
-        retry = Retrying(stop=stop_after_delay(self.bounds.recovery_s), wait=wait_fixed(0.1), retry=retry_if_result(lambda status: status != 200))
+        retry = Retrying(
+            stop=stop_after_delay(self.bounds.recovery_s),
+            wait=wait_fixed(0.1),
+            retry=retry_if_result(lambda status: status != 200),
+        )
         try:
             retry(answer)
         except RetryError as gave_up:
-            raise RigError(f"{service} would not flush its cache: last answer {gave_up.last_attempt.result()}") from None
+            raise RigError(
+                f"{service} would not flush its cache: last answer {gave_up.last_attempt.result()}"
+            ) from None
 
     def has(self, capability: Capability) -> bool:
         """Whether the target has a capability (a bound may depend on it)."""
@@ -186,10 +194,16 @@ class Scenario:
                 continue
 
             def covered(check: v.Windowed = check, closes: float = closes) -> bool:
-                sampled = all((s := self.sampler.latest(source)) is not None and s.t >= closes for source in check.sources)
+                sampled = all(
+                    (s := self.sampler.latest(source)) is not None and s.t >= closes for source in check.sources
+                )
                 return sampled or check(self.history).status is v.Status.PASS
 
-            self.sampler.poll(covered, timeout_s=max(0.0, closes - self.history.now()) + WINDOW_GRACE_S, what=f"samples through the window of {check.__name__}")
+            self.sampler.poll(
+                covered,
+                timeout_s=max(0.0, closes - self.history.now()) + WINDOW_GRACE_S,
+                what=f"samples through the window of {check.__name__}",
+            )
 
     def conclude(self, *, body_failed: bool, known: dict[str, str] | None = None) -> list[v.Verdict]:
         """Judge the declared verdicts and record them. Raises ``VerdictFailed`` if one did

@@ -17,7 +17,7 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*$")
 
 
 def parse_duration(text: str) -> float:
-    """"90s", "30m", "2h" or plain seconds; a duration that is not one is an error."""
+    """ "90s", "30m", "2h" or plain seconds; a duration that is not one is an error."""
     m = _DURATION.match(text)
     if m is None or float(m.group(1)) <= 0:
         raise ValueError(f"not a duration: {text!r} (say 90s, 30m or 2h)")

@@ -87,7 +87,11 @@ class Timeouts:
     def to_env(self, *, inflight_watchdog: bool = True) -> dict[str, str]:
         """The variables for the engines; the inflight watchdog's only for an engine that has
         one (upstream SGLang reads no such variable)."""
-        return {var: str(int(getattr(self, attr)) if attr in self.INTEGER else float(getattr(self, attr))) for attr, var in self.ENV.items() if inflight_watchdog or attr != "inflight_s"}
+        return {
+            var: str(int(getattr(self, attr)) if attr in self.INTEGER else float(getattr(self, attr)))
+            for attr, var in self.ENV.items()
+            if inflight_watchdog or attr != "inflight_s"
+        }
 
     @property
     def heartbeat_detect_s(self) -> float:

@@ -31,7 +31,15 @@ class StackFactory:
     """Starts stacks of the chosen target on free ports with chosen overrides; stops all of
     them at the end. On an attached deployment it hands out that deployment, as it is."""
 
-    def __init__(self, choice: TargetChoice, port_base: int, state_root: Path, *, worker: str | None = None, record_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        choice: TargetChoice,
+        port_base: int,
+        state_root: Path,
+        *,
+        worker: str | None = None,
+        record_dir: Path | None = None,
+    ) -> None:
         self.choice = choice
         self._ports = PortAllocator(port_base, worker)
         self._root = state_root

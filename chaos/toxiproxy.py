@@ -30,11 +30,23 @@ class Toxic:
     attributes: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "type": self.type, "stream": self.stream, "toxicity": self.toxicity, "attributes": self.attributes}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "stream": self.stream,
+            "toxicity": self.toxicity,
+            "attributes": self.attributes,
+        }
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Toxic":
-        return cls(raw["name"], raw["type"], raw.get("stream", "downstream"), float(raw.get("toxicity", 1.0)), dict(raw.get("attributes") or {}))
+        return cls(
+            raw["name"],
+            raw["type"],
+            raw.get("stream", "downstream"),
+            float(raw.get("toxicity", 1.0)),
+            dict(raw.get("attributes") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -47,7 +59,13 @@ class Proxy:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> "Proxy":
-        return cls(raw["name"], raw["listen"], raw["upstream"], bool(raw["enabled"]), tuple(Toxic.from_json(t) for t in raw.get("toxics") or ()))
+        return cls(
+            raw["name"],
+            raw["listen"],
+            raw["upstream"],
+            bool(raw["enabled"]),
+            tuple(Toxic.from_json(t) for t in raw.get("toxics") or ()),
+        )
 
 
 class ToxiproxyClient:
@@ -70,7 +88,9 @@ class ToxiproxyClient:
         try:
             r = self._http.request(method, path, json=json)
         except httpx.HTTPError as exc:
-            raise ToxiproxyError(f"Toxiproxy {method} {path} at {self.api_url} failed: {type(exc).__name__}: {exc}") from exc
+            raise ToxiproxyError(
+                f"Toxiproxy {method} {path} at {self.api_url} failed: {type(exc).__name__}: {exc}"
+            ) from exc
         if r.status_code == 404:
             raise ProxyNotFound(f"Toxiproxy {method} {path}: {r.text.strip()}")
         if r.status_code == 409:
@@ -97,7 +117,9 @@ class ToxiproxyClient:
         return Proxy.from_json(self._call("GET", f"/proxies/{name}"))
 
     def create(self, name: str, *, listen: str, upstream: str, enabled: bool = True) -> Proxy:
-        return Proxy.from_json(self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": enabled}))
+        return Proxy.from_json(
+            self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": enabled})
+        )
 
     def update(self, name: str, **fields: Any) -> Proxy:
         """Change ``enabled``, ``listen`` or ``upstream``; a listen/upstream change restarts it."""
@@ -115,7 +137,9 @@ class ToxiproxyClient:
     def add_toxic(self, proxy: str, toxic: Toxic) -> Toxic:
         return Toxic.from_json(self._call("POST", f"/proxies/{proxy}/toxics", toxic.to_json()))
 
-    def update_toxic(self, proxy: str, name: str, *, attributes: dict[str, Any], toxicity: float | None = None) -> Toxic:
+    def update_toxic(
+        self, proxy: str, name: str, *, attributes: dict[str, Any], toxicity: float | None = None
+    ) -> Toxic:
         body: dict[str, Any] = {"attributes": attributes}
         if toxicity is not None:
             body["toxicity"] = toxicity

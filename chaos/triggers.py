@@ -20,7 +20,18 @@ from chaos.history import History, Phase, TriggerFired
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
 
-__all__ = ["Condition", "Signal", "bytes_crossed", "gauge", "log_line", "poll_for", "quiet", "requests_done", "requests_sent", "wait_for"]
+__all__ = [
+    "Condition",
+    "Signal",
+    "bytes_crossed",
+    "gauge",
+    "log_line",
+    "poll_for",
+    "quiet",
+    "requests_done",
+    "requests_sent",
+    "wait_for",
+]
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,9 @@ def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Co
     return Condition(f"{n} requests done" + (f" in phase {phase}" if phase else ""), check)
 
 
-def poll_for(cond: Condition, sampler: Sampler, history: History, *, deadline_s: float, label: str = "") -> tuple[bool, str]:
+def poll_for(
+    cond: Condition, sampler: Sampler, history: History, *, deadline_s: float, label: str = ""
+) -> tuple[bool, str]:
     """Wait until ``cond`` holds or ``deadline_s`` passes: (held, the value last seen). A
     firing is recorded in the history, named ``label`` (default: the condition)."""
     seen = ["never sampled"]

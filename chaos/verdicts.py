@@ -148,7 +148,9 @@ def evaluate(history: History, checks: Iterable[Check]) -> list[Verdict]:
         try:
             out.append(check(history))
         except Exception as exc:  # a verdict that raises knows nothing: unknown, never pass
-            out.append(Verdict(getattr(check, "__name__", "verdict"), Status.UNKNOWN, f"raised {type(exc).__name__}: {exc}"))
+            out.append(
+                Verdict(getattr(check, "__name__", "verdict"), Status.UNKNOWN, f"raised {type(exc).__name__}: {exc}")
+            )
     return out
 
 
@@ -174,14 +176,22 @@ def raise_unless_passed(verdicts: list[Verdict], known: dict[str, str] | None = 
     known = known or {}
     bad = [v for v in verdicts if v.status is not Status.PASS]
     seen = {name: [v for v in verdicts if v.name.startswith(name)] for name in known}
-    gone = [f"[XPASS(strict)] {name}: known issue not shown ({'; '.join(v.message for v in got) or 'not judged'}): {known[name]}" for name, got in seen.items() if not any(v.status is Status.FAIL for v in got)]
+    gone = [
+        f"[XPASS(strict)] {name}: known issue not shown ({'; '.join(v.message for v in got) or 'not judged'}): {known[name]}"
+        for name, got in seen.items()
+        if not any(v.status is Status.FAIL for v in got)
+    ]
     confirmed = {v for got in seen.values() for v in got if v.status is Status.FAIL}
     others = [v for v in bad if v not in confirmed]
     if others or gone:
         failed = any(v.status is Status.FAIL for v in others)
-        raise VerdictFailed("\n".join([*(str(v) for v in others), *gone, *(f"{v} (known issue)" for v in confirmed)]), failed=failed)
+        raise VerdictFailed(
+            "\n".join([*(str(v) for v in others), *gone, *(f"{v} (known issue)" for v in confirmed)]), failed=failed
+        )
     if confirmed:
-        raise KnownIssueSeen("; ".join(f"{known[name]} [{'; '.join(v.message for v in got)}]" for name, got in seen.items()))
+        raise KnownIssueSeen(
+            "; ".join(f"{known[name]} [{'; '.join(v.message for v in got)}]" for name, got in seen.items())
+        )
 
 
 def expect(history: History, *checks: Check) -> list[Verdict]:
@@ -227,7 +237,9 @@ def _none_completed(phase: Phase) -> str:
     return f"no request of phase {Phase(phase).value!r} completed"
 
 
-def _all_within(vname: str, measured: Sequence[tuple[float, Op]], bound_s: float, *, over: str, each: str, passed: str) -> Verdict:
+def _all_within(
+    vname: str, measured: Sequence[tuple[float, Op]], bound_s: float, *, over: str, each: str, passed: str
+) -> Verdict:
     """Pass when every op's measure (seconds) is within ``bound_s``; else fail naming the
     first few over it. ``each`` formats one measure, ``passed`` the count and the worst."""
     beyond = [(d, o) for d, o in measured if d > bound_s]
@@ -258,7 +270,9 @@ def every_request_terminal(*, within_s: float, phase: Phase | None = None) -> Ch
     return check
 
 
-def failed_requests_are_clean(*, within_s: float | None = None, since: Since = Since.FAULT, phase: Phase | None = None) -> Check:
+def failed_requests_are_clean(
+    *, within_s: float | None = None, since: Since = Since.FAULT, phase: Phase | None = None
+) -> Check:
     """Every request that did not succeed failed cleanly (error status or SSE error/abort),
     and, with ``within_s``, no later than that after ``since`` (or its own invoke, if later)."""
     since = Since(since)
@@ -278,9 +292,12 @@ def failed_requests_are_clean(*, within_s: float | None = None, since: Since = S
             late = [o for o in ops if o.complete.t - max(o.invoke.t, start) > within_s]
             if late:
                 ev = "; ".join(f"{_op_label(o)} failed at t={o.complete.t:.2f}s" for o in late[:5])
-                return Verdict(name, Status.FAIL, f"{len(late)} clean failures came later than {within_s:g}s after the {since.value}: {ev}")
+                return Verdict(
+                    name,
+                    Status.FAIL,
+                    f"{len(late)} clean failures came later than {within_s:g}s after the {since.value}: {ev}",
+                )
         return Verdict(name, Status.PASS, f"{len(ops)} failed requests, all clean" if ops else "no request failed")
-
 
     return check
 
@@ -289,7 +306,9 @@ def _increments(series: list[tuple[float, float]]) -> list[float]:
     return [t for (_, a), (t, b) in zip(series, series[1:]) if b > a]
 
 
-def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: float, since: Since = Since.FAULT) -> Check:
+def watchdog_fired(
+    name: str, counter: Metric, *, timeout_s: float, slack_s: float, since: Since = Since.FAULT
+) -> Check:
     """The failure counter a watchdog bumps rose within [T, T + slack] after the first fault
     (``Since.FAULT``), after the first request sent into it (``Since.REQUEST``: for a
     watchdog whose clock each request starts), or after the last heal (``Since.HEAL``: the watchdog's clock starts
@@ -299,7 +318,9 @@ def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: flo
     since, (source, counter_name) = Since(since), counter
     after = f"the {since.value}"
 
-    @_named(f"watchdog_fired({name}: {source}:{counter_name} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after {after})")
+    @_named(
+        f"watchdog_fired({name}: {source}:{counter_name} in [{timeout_s:g}s, {timeout_s + slack_s:g}s] after {after})"
+    )
     def check(h: History) -> Verdict:
         vname = check.__name__
         done = _start(h, since)
@@ -315,12 +336,24 @@ def watchdog_fired(name: str, counter: Metric, *, timeout_s: float, slack_s: flo
         seen = ", ".join(f"{t - ref:+.2f}s" for t in ups[:6]) or "never"
         early = [t for t in ups if t < lo]
         if early:  # whatever came after: a watchdog that fires before its timeout is broken
-            return Verdict(vname, Status.FAIL, f"{counter_name} on {source} rose {early[0] - ref:.2f}s after {after}{took}, before the window opens: fired early; rises seen: {seen}")
+            return Verdict(
+                vname,
+                Status.FAIL,
+                f"{counter_name} on {source} rose {early[0] - ref:.2f}s after {after}{took}, before the window opens: fired early; rises seen: {seen}",
+            )
         if hits:
             return Verdict(vname, Status.PASS, f"{counter_name} rose {hits[0] - ref:.2f}s after {after}{took}")
         if series[-1][0] < hi:
-            return Verdict(vname, Status.UNKNOWN, f"samples end {series[-1][0] - ref:.2f}s after {after}{took}, before the window closes; rises seen: {seen}")
-        return Verdict(vname, Status.FAIL, f"{counter_name} on {source} did not rise inside the window; rises after {after}{took}: {seen}")
+            return Verdict(
+                vname,
+                Status.UNKNOWN,
+                f"samples end {series[-1][0] - ref:.2f}s after {after}{took}, before the window closes; rises seen: {seen}",
+            )
+        return Verdict(
+            vname,
+            Status.FAIL,
+            f"{counter_name} on {source} did not rise inside the window; rises after {after}{took}: {seen}",
+        )
 
     def closes(h: History) -> float | None:
         start = _start(h, since)
@@ -359,7 +392,9 @@ def no_leak(*, gauges: Iterable[Metric | tuple[str, str]], within_s: float, sinc
                 continue
             back = next((t for t, v in window if v <= baseline), None)
             if back is None:
-                problems.append(f"{source}:{metric} stayed above its baseline {baseline:g} (max {max(v for _, v in window):g}, last {window[-1][1]:g} at +{window[-1][0] - heal:.2f}s)")
+                problems.append(
+                    f"{source}:{metric} stayed above its baseline {baseline:g} (max {max(v for _, v in window):g}, last {window[-1][1]:g} at +{window[-1][0] - heal:.2f}s)"
+                )
             else:
                 notes.append(f"{source}:{metric} back to {baseline:g} at +{back - heal:.2f}s")
         if problems:
@@ -396,7 +431,11 @@ def recovers(*, within_s: float, ready: Collection[str] = ()) -> Check:
         said = {s: h.series(HEALTH, s) for s in ready}
         unwatched = [s for s, answers in said.items() if not answers]
         if unwatched:
-            return Verdict(vname, Status.UNKNOWN, f"no answer from {', '.join(unwatched)}'s /health was sampled (scenario.watch_health)")
+            return Verdict(
+                vname,
+                Status.UNKNOWN,
+                f"no answer from {', '.join(unwatched)}'s /health was sampled (scenario.watch_health)",
+            )
         up = {s: next((t for t, val in answers if t >= heal and val == 1.0), None) for s, answers in said.items()}
         never = [s for s, t in up.items() if t is None]
         start, since = heal, "the heal"
@@ -421,7 +460,7 @@ def _divergence(got: str, want: str) -> str:
     """Where a reply leaves its baseline: the first differing character, with a little of
     each side from there (a reply can be right for pages and wrong after)."""
     at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    return f"differs from char {at} of {len(want)}: got {got[at:at + 40]!r}, baseline {want[at:at + 40]!r}"
+    return f"differs from char {at} of {len(want)}: got {got[at : at + 40]!r}, baseline {want[at : at + 40]!r}"
 
 
 def replies_match_baseline(*, baseline_phase: Phase = Phase.BASELINE) -> Check:
@@ -432,7 +471,9 @@ def replies_match_baseline(*, baseline_phase: Phase = Phase.BASELINE) -> Check:
         vname = check.__name__
         ops = [o for o in _completed(h, None) if o.outcome is Outcome.OK and o.invoke.context]
         base = {o.invoke.context: o.complete.reply for o in ops if o.invoke.phase == baseline_phase}
-        pairs = [(o, base[o.invoke.context]) for o in ops if o.invoke.phase != baseline_phase and o.invoke.context in base]
+        pairs = [
+            (o, base[o.invoke.context]) for o in ops if o.invoke.phase != baseline_phase and o.invoke.context in base
+        ]
         if not pairs:
             return Verdict(vname, Status.UNKNOWN, "no reply shares a context with the baseline")
         wrong = [(o, b) for o, b in pairs if o.complete.reply != b]
@@ -505,7 +546,11 @@ def counter_never_rises(counter: Metric, *, why: str = "") -> Check:
         ups = _increments(series)
         if ups:
             ref = h.first_fault_t() or 0.0
-            return Verdict(vname, Status.FAIL, f"{counter_name} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault")
+            return Verdict(
+                vname,
+                Status.FAIL,
+                f"{counter_name} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault",
+            )
         return Verdict(vname, Status.PASS, f"{counter_name} stayed at {series[-1][1]:g}")
 
     return check
@@ -516,7 +561,11 @@ def _charges(h: History, worker: str) -> list[tuple[float, float]]:
     lists the worker's breaker outcomes at all. smg creates a worker's ``failure`` series
     at its first failure, so a sample listing the worker's outcomes without it reads 0."""
     listed, failures = CIRCUIT_FAILURES.at(worker), CIRCUIT_FAILURES.at(worker, "failure")
-    return [(s.t, s.values.get(failures.name, 0.0)) for s in h.of(Sample) if s.source == listed.source and listed.name in s.values]
+    return [
+        (s.t, s.values.get(failures.name, 0.0))
+        for s in h.of(Sample)
+        if s.source == listed.source and listed.name in s.values
+    ]
 
 
 def charged_only_where_struck(workers: dict[str, str]) -> Check:
@@ -534,12 +583,18 @@ def charged_only_where_struck(workers: dict[str, str]) -> Check:
         for engine, worker in workers.items():
             series = _charges(h, worker)
             if len(series) < 2:
-                return Verdict(vname, Status.UNKNOWN, f"smg listed no breaker outcomes of {engine} ({worker}) in two samples")
+                return Verdict(
+                    vname, Status.UNKNOWN, f"smg listed no breaker outcomes of {engine} ({worker}) in two samples"
+                )
             charged = [(t, b - a if b >= a else b) for (_, a), (t, b) in zip(series, series[1:]) if b != a]
             total = sum(n for _, n in charged)
             if total and engine not in struck:
                 ref = h.first_fault_t() or 0.0
-                return Verdict(vname, Status.FAIL, f"smg charged {total:g} failure(s) to {engine}'s breaker, which no fault struck, first {charged[0][0] - ref:+.2f}s after the fault (struck: {', '.join(sorted(struck)) or 'no engine'})")
+                return Verdict(
+                    vname,
+                    Status.FAIL,
+                    f"smg charged {total:g} failure(s) to {engine}'s breaker, which no fault struck, first {charged[0][0] - ref:+.2f}s after the fault (struck: {', '.join(sorted(struck)) or 'no engine'})",
+                )
             shown.append(f"{engine} {total:g}{' (struck)' if engine in struck else ''}")
         return Verdict(vname, Status.PASS, "failures charged: " + ", ".join(shown))
 
@@ -583,8 +638,16 @@ def prefix_reused(service: str, *, phase: Phase, why: str) -> Check:
             if (n := int(fields.get("cached_tokens") or 0)) > 0:
                 reused[op] = max(reused.get(op, 0), n)
         if not reused:
-            return Verdict(vname, Status.UNKNOWN, f"no log line of {service} shows a cached prefix for the {len(ops)} requests ({why})")
-        return Verdict(vname, Status.PASS, f"{len(reused)} of {len(ops)} requests served from a cached prefix, up to {max(reused.values())} tokens")
+            return Verdict(
+                vname,
+                Status.UNKNOWN,
+                f"no log line of {service} shows a cached prefix for the {len(ops)} requests ({why})",
+            )
+        return Verdict(
+            vname,
+            Status.PASS,
+            f"{len(reused)} of {len(ops)} requests served from a cached prefix, up to {max(reused.values())} tokens",
+        )
 
     return check
 
@@ -604,7 +667,11 @@ def conversations_finish(rounds: int, *, phase: Phase) -> Check:
             return Verdict(vname, Status.UNKNOWN, f"no conversation in phase {Phase(phase).value!r}")
         short = {agent: sorted(set(range(rounds)) - got) for agent, got in done.items() if len(got) < rounds}
         if short:
-            return Verdict(vname, Status.FAIL, "; ".join(f"{agent} has no reply for round(s) {missing}" for agent, missing in sorted(short.items())))
+            return Verdict(
+                vname,
+                Status.FAIL,
+                "; ".join(f"{agent} has no reply for round(s) {missing}" for agent, missing in sorted(short.items())),
+            )
         return Verdict(vname, Status.PASS, f"{len(done)} agent(s), every one of {rounds} rounds answered")
 
     return check
@@ -630,7 +697,9 @@ def amplification_at_most(budget: int, *, phase: Phase, service: str = "prefill"
         factor = f"amplification {sum(counted) / len(counted):.2f} mean, {max(counted)} worst over {len(counted)} requests (budget {budget})"
         over = sorted(((n, op) for op, n in seen.items() if n > budget), reverse=True)
         if over:
-            return Verdict(vname, Status.FAIL, f"{factor}; over budget: " + ", ".join(f"{op} x{n}" for n, op in over[:5]))
+            return Verdict(
+                vname, Status.FAIL, f"{factor}; over budget: " + ", ".join(f"{op} x{n}" for n, op in over[:5])
+            )
         missing = len(ops) - len(counted)
         return Verdict(vname, Status.PASS, factor + (f"; {missing} never seen in {service}'s log" if missing else ""))
 
@@ -677,7 +746,9 @@ def does_not_grow(limits: Iterable[Limit]) -> Check:
         if grown:
             return Verdict(vname, Status.FAIL, f"grew past its limit: {'; '.join(grown)}")
         if missing:
-            return Verdict(vname, Status.UNKNOWN, f"fewer than 3 checkpoint values of {', '.join(missing)}; {'; '.join(shown)}")
+            return Verdict(
+                vname, Status.UNKNOWN, f"fewer than 3 checkpoint values of {', '.join(missing)}; {'; '.join(shown)}"
+            )
         return Verdict(vname, Status.PASS, "; ".join(shown))
 
     return check
@@ -695,7 +766,11 @@ def requests_affected(*, phase: Phase, why: str) -> Check:
             return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
         hit = [o for o in ops if o.outcome is not Outcome.OK]
         if not hit:
-            return Verdict(vname, Status.UNKNOWN, f"all {len(ops)} requests succeeded: the fault came too late for its premise ({why})")
+            return Verdict(
+                vname,
+                Status.UNKNOWN,
+                f"all {len(ops)} requests succeeded: the fault came too late for its premise ({why})",
+            )
         return Verdict(vname, Status.PASS, f"{len(hit)} of {len(ops)} requests met the fault")
 
     return check
@@ -731,11 +806,17 @@ def open_at_fault(*, phase: Phase, why: str) -> Check:
         start = h.first_fault_t()
         ops = _completed(h, phase)
         if start is None or not ops:
-            return Verdict(vname, Status.UNKNOWN, "no fault in the history" if start is None else _none_completed(phase))
+            return Verdict(
+                vname, Status.UNKNOWN, "no fault in the history" if start is None else _none_completed(phase)
+            )
         closed = [o for o in ops if not o.invoke.t < start < o.complete.t]
         if closed:
             ev = "; ".join(f"{_op_label(o)} ended at t={o.complete.t:.2f}s" for o in closed[:3])
-            return Verdict(vname, Status.UNKNOWN, f"{len(closed)} of {len(ops)} were not open at the fault (t={start:.2f}s; {why}): {ev}")
+            return Verdict(
+                vname,
+                Status.UNKNOWN,
+                f"{len(closed)} of {len(ops)} were not open at the fault (t={start:.2f}s; {why}): {ev}",
+            )
         return Verdict(vname, Status.PASS, f"all {len(ops)} open at the fault")
 
     return check
@@ -753,7 +834,14 @@ def stream_gaps_at_most(gap_s: float, *, phase: Phase, why: str) -> Check:
         if not streams:
             return Verdict(vname, Status.UNKNOWN, f"no stream of phase {Phase(phase).value!r} with two chunks or more")
         worst = [(max(b.t - a.t for a, b in zip(o.chunks, o.chunks[1:])), o) for o in streams]
-        return _all_within(vname, worst, gap_s, over="streams stalled", each="{:.2f}s without a chunk", passed="{n} streams, longest gap {worst:.2f}s")
+        return _all_within(
+            vname,
+            worst,
+            gap_s,
+            over="streams stalled",
+            each="{:.2f}s without a chunk",
+            passed="{n} streams, longest gap {worst:.2f}s",
+        )
 
     return check
 
@@ -770,7 +858,9 @@ def health_tells_truth(service: str, *, phase: Phase) -> Check:
         vname = check.__name__
         said = h.series(HEALTH, service)
         if not said:
-            return Verdict(vname, Status.UNKNOWN, f"no answer from {service}'s /health was sampled (scenario.watch_health)")
+            return Verdict(
+                vname, Status.UNKNOWN, f"no answer from {service}'s /health was sampled (scenario.watch_health)"
+            )
         ops = _completed(h, phase)
         if not ops:
             return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
@@ -782,10 +872,16 @@ def health_tells_truth(service: str, *, phase: Phase) -> Check:
         lies = [o for o in ops if o.outcome is not Outcome.OK and healthy_at(o.complete.t)]
         fault, heal = h.first_fault_t(), h.last_heal_t()
         during = [val for t, val in said if fault is not None and heal is not None and fault <= t <= heal]
-        shown = f"; during the fault it said 200 in {sum(1 for val in during if val == 1.0)} of {len(during)} answers" if during else ""
+        shown = (
+            f"; during the fault it said 200 in {sum(1 for val in during if val == 1.0)} of {len(during)} answers"
+            if during
+            else ""
+        )
         if lies:
             ev = "; ".join(f"{_op_label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in lies[:3])
-            return Verdict(vname, Status.FAIL, f"{len(lies)} of {len(ops)} failed while {service}'s /health said 200: {ev}{shown}")
+            return Verdict(
+                vname, Status.FAIL, f"{len(lies)} of {len(ops)} failed while {service}'s /health said 200: {ev}{shown}"
+            )
         return Verdict(vname, Status.PASS, f"{len(ops)} requests, none failed while /health said 200{shown}")
 
     return check
@@ -811,8 +907,16 @@ def not_ready_before_gone(service: str) -> Check:
             shown = f", no answer from +{gone - start:.2f}s" if gone is not None else ""
             return Verdict(vname, Status.PASS, f"readiness answered non-200 from +{unready - start:.2f}s{shown}")
         if gone is not None:
-            return Verdict(vname, Status.FAIL, f"readiness went from 200 to no answer at +{gone - start:.2f}s, never saying it was not ready")
-        return Verdict(vname, Status.UNKNOWN, f"{len(probes)} readiness probes after the fault, none answered non-200 or went unanswered")
+            return Verdict(
+                vname,
+                Status.FAIL,
+                f"readiness went from 200 to no answer at +{gone - start:.2f}s, never saying it was not ready",
+            )
+        return Verdict(
+            vname,
+            Status.UNKNOWN,
+            f"{len(probes)} readiness probes after the fault, none answered non-200 or went unanswered",
+        )
 
     return check
 
@@ -821,7 +925,9 @@ def statuses_in(allowed: Collection[int], *, phase: Phase, why: str) -> Check:
     """Every request of ``phase`` was answered with an HTTP status in ``allowed``: e.g. a
     request the client got wrong is refused with a 4xx, never a 5xx (which charges the
     worker). A request with no status (it never got an answer) does not hold."""
-    shown = f"{min(allowed)}-{max(allowed)}" if isinstance(allowed, range) else ",".join(str(a) for a in sorted(allowed))
+    shown = (
+        f"{min(allowed)}-{max(allowed)}" if isinstance(allowed, range) else ",".join(str(a) for a in sorted(allowed))
+    )
 
     @_named(f"statuses_in({shown}, {Phase(phase).value}: {why})")
     def check(h: History) -> Verdict:
@@ -831,9 +937,13 @@ def statuses_in(allowed: Collection[int], *, phase: Phase, why: str) -> Check:
             return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
         bad = [o for o in ops if o.complete.status not in allowed]
         if bad:
-            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3])
+            ev = "; ".join(
+                f"{_op_label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3]
+            )
             return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} outside {shown}: {ev}")
-        return Verdict(vname, Status.PASS, f"all {len(ops)} answered {', '.join(sorted({str(o.complete.status) for o in ops}))}")
+        return Verdict(
+            vname, Status.PASS, f"all {len(ops)} answered {', '.join(sorted({str(o.complete.status) for o in ops}))}"
+        )
 
     return check
 
@@ -848,7 +958,14 @@ def refused_within(status: int, within_s: float, *, phase: Phase) -> Check:
         refused = [(o.complete.t - o.invoke.t, o) for o in _completed(h, phase) if o.complete.status == status]
         if not refused:
             return Verdict(vname, Status.UNKNOWN, f"no request of phase {Phase(phase).value!r} was answered {status}")
-        return _all_within(vname, refused, within_s, over="refusals came late", each="after {:.2f}s", passed="{n} refusals, the slowest in {worst:.2f}s")
+        return _all_within(
+            vname,
+            refused,
+            within_s,
+            over="refusals came late",
+            each="after {:.2f}s",
+            passed="{n} refusals, the slowest in {worst:.2f}s",
+        )
 
     return check
 
@@ -865,8 +982,13 @@ def served_or_refused(status: int, *, phase: Phase) -> Check:
             return Verdict(vname, Status.UNKNOWN, _none_completed(phase))
         bad = [o for o in ops if o.outcome is not Outcome.OK and o.complete.status != status]
         if bad:
-            ev = "; ".join(f"{_op_label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}" for o in bad[:3])
-            return Verdict(vname, Status.FAIL, f"{len(bad)} of {len(ops)} neither served nor refused with {status}: {ev}")
+            ev = "; ".join(
+                f"{_op_label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}"
+                for o in bad[:3]
+            )
+            return Verdict(
+                vname, Status.FAIL, f"{len(bad)} of {len(ops)} neither served nor refused with {status}: {ev}"
+            )
         refused = sum(1 for o in ops if o.complete.status == status)
         return Verdict(vname, Status.PASS, f"{len(ops) - refused} served, {refused} refused with {status}")
 
@@ -893,7 +1015,9 @@ def queued_for(gauge: Metric, at_least_s: float, *, why: str) -> Check:
             else:
                 start = None
         if longest < at_least_s:
-            return Verdict(vname, Status.UNKNOWN, f"{metric} held above 0 for {longest:.2f}s at most, peak {peak:g} ({why})")
+            return Verdict(
+                vname, Status.UNKNOWN, f"{metric} held above 0 for {longest:.2f}s at most, peak {peak:g} ({why})"
+            )
         return Verdict(vname, Status.PASS, f"{metric} held above 0 for {longest:.2f}s, peak {peak:g}")
 
     return check
@@ -941,7 +1065,13 @@ def stuck_before_router(*, router_counter: str = "smg_http_requests_total:servin
             return Verdict(vname, Status.UNKNOWN, "no failed request or no router samples inside the fault window")
         grew = max(inside) - before[-1]
         if grew > 0:
-            return Verdict(vname, Status.FAIL, f"the router counted {grew:g} requests while {len(during)} client requests were stuck: not (only) the proxy hop")
-        return Verdict(vname, Status.PASS, f"{len(during)} stuck requests; the router saw none of them: stuck before the router")
+            return Verdict(
+                vname,
+                Status.FAIL,
+                f"the router counted {grew:g} requests while {len(during)} client requests were stuck: not (only) the proxy hop",
+            )
+        return Verdict(
+            vname, Status.PASS, f"{len(during)} stuck requests; the router saw none of them: stuck before the router"
+        )
 
     return check

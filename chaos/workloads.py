@@ -33,7 +33,9 @@ class Background:
     def __init__(self, jobs: dict[str, Callable[[], Any]]) -> None:
         self._results: dict[str, Any] = {}
         self._errors: dict[str, BaseException] = {}
-        self._threads = [threading.Thread(target=self._run, args=(name, fn), name=name, daemon=True) for name, fn in jobs.items()]
+        self._threads = [
+            threading.Thread(target=self._run, args=(name, fn), name=name, daemon=True) for name, fn in jobs.items()
+        ]
         for t in self._threads:
             t.start()
 
@@ -45,7 +47,10 @@ class Background:
 
     def join(self, timeout_s: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout_s
-        with waiting(f"{len(self._threads)} background job(s) to finish ({self._threads[0].name if self._threads else ''}...)", timeout_s):
+        with waiting(
+            f"{len(self._threads)} background job(s) to finish ({self._threads[0].name if self._threads else ''}...)",
+            timeout_s,
+        ):
             for t in self._threads:
                 t.join(max(0.0, deadline - time.monotonic()))
         late = [t.name for t in self._threads if t.is_alive()]
@@ -108,7 +113,9 @@ class Conversation:
 
     def join(self) -> dict[str, list[Complete]]:
         """Wait for every agent; bounded, since each request is bounded by its deadlines."""
-        self.replies = self._runner.join(self.rounds * (self.retries + 1) * (self.deadlines.ends_within_s + self.retry_wait_s) + 5)
+        self.replies = self._runner.join(
+            self.rounds * (self.retries + 1) * (self.deadlines.ends_within_s + self.retry_wait_s) + 5
+        )
         return self.replies
 
     def run(self) -> dict[str, list[Complete]]:
@@ -128,7 +135,11 @@ class Conversation:
                 body = self.workload.chat(messages, max_tokens=self.max_tokens, ignore_eos=True, stream=self.stream)
                 if self.stream:
                     body["stream_options"] = {"include_usage": True}
-                retry = Retrying(stop=stop_after_attempt(self.retries + 1), wait=wait_fixed(self.retry_wait_s), retry=retry_if_result(lambda r: r.outcome in self.retry_on))
+                retry = Retrying(
+                    stop=stop_after_attempt(self.retries + 1),
+                    wait=wait_fixed(self.retry_wait_s),
+                    retry=retry_if_result(lambda r: r.outcome in self.retry_on),
+                )
                 try:
                     reply = retry(client.request, "/v1/chat/completions", body, agent=name, round=rnd, phase=self.phase)
                 except RetryError as gave_up:  # retries only on `retry_on` (clean errors by default)
@@ -163,7 +174,15 @@ class Workload:
             messages = [{"role": "user", "content": messages}]
         return {"model": self.model, "messages": list(messages), "max_tokens": max_tokens, "temperature": 0, **extra}
 
-    def request(self, path: str, body: dict[str, Any], *, phase: Phase = Phase.NONE, deadlines: Deadlines | None = None, hang_up_after: int | None = None) -> Complete:
+    def request(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        phase: Phase = Phase.NONE,
+        deadlines: Deadlines | None = None,
+        hang_up_after: int | None = None,
+    ) -> Complete:
         """One request on a fresh connection."""
         client = Client(self.base_url, self.history, deadlines or self.deadlines)
         try:
@@ -171,15 +190,34 @@ class Workload:
         finally:
             client.close()
 
-    def background(self, bodies: list[dict[str, Any]], *, path: str = "/v1/chat/completions", phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None, hang_up_after: int | None = None, interval_s: float = 0.0) -> "InFlight":
+    def background(
+        self,
+        bodies: list[dict[str, Any]],
+        *,
+        path: str = "/v1/chat/completions",
+        phase: Phase = Phase.FAULT,
+        deadlines: Deadlines | None = None,
+        hang_up_after: int | None = None,
+        interval_s: float = 0.0,
+    ) -> "InFlight":
         """Send every body at once (or one every ``interval_s``), each on its own connection,
         in the background: requests in flight while a fault happens. ``join()`` waits for
         them, bounded by their deadlines."""
         d = deadlines or self.deadlines
-        sends: list[Callable[[], Complete]] = [partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies]
+        sends: list[Callable[[], Complete]] = [
+            partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies
+        ]
         return InFlight.start(sends, d, interval_s=interval_s)
 
-    def openai_background(self, texts: list[str], *, max_tokens: int, stream: bool = True, phase: Phase = Phase.FAULT, deadlines: Deadlines | None = None) -> "InFlight":
+    def openai_background(
+        self,
+        texts: list[str],
+        *,
+        max_tokens: int,
+        stream: bool = True,
+        phase: Phase = Phase.FAULT,
+        deadlines: Deadlines | None = None,
+    ) -> "InFlight":
         """Like ``background``, through the official ``openai`` client (``chaos.openai_client``),
         one client per request."""
         from chaos.openai_client import OpenAIClient  # the openai package is only needed here
@@ -195,7 +233,9 @@ class Workload:
 
         return InFlight.start([partial(send, text) for text in texts], d)
 
-    def abort_storm(self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: Phase = Phase.FAULT) -> list[Complete]:
+    def abort_storm(
+        self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: Phase = Phase.FAULT
+    ) -> list[Complete]:
         """``n`` streams at once, each hung up by its client after ``after_events`` events."""
         bodies = [self.chat(f"a long story {i}", max_tokens=max_tokens, ignore_eos=True, stream=True) for i in range(n)]
         return self.background(bodies, phase=phase, hang_up_after=after_events).join()
@@ -204,7 +244,9 @@ class Workload:
         """Fresh short requests (phase "probe") until one succeeds or ``within_s`` passes."""
         body = self.chat("recovery probe", max_tokens=2)
         short = Deadlines(connect_s=1.0, read_s=min(5.0, within_s), stall_s=2.0, total_s=min(5.0, within_s))
-        retry = Retrying(stop=stop_after_delay(within_s), wait=wait_fixed(interval_s), retry=retry_if_result(lambda r: not r.ok))
+        retry = Retrying(
+            stop=stop_after_delay(within_s), wait=wait_fixed(interval_s), retry=retry_if_result(lambda r: not r.ok)
+        )
         try:
             with waiting("a recovery probe to succeed", within_s + short.ends_within_s):
                 return retry(self.request, "/v1/chat/completions", body, phase=Phase.PROBE, deadlines=short)

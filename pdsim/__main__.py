@@ -35,7 +35,13 @@ async def _serve(cfg: EngineConfig) -> None:
     if isinstance(engine, PrefillEngine):
         await listen(engine.bootstrap.app, cfg.bootstrap_port)
     await listen(build_app(engine, cfg), cfg.port)
-    log_event("engine", state="ready", mode=cfg.mode.value, port=cfg.port, defects=",".join(sorted(d.value for d in cfg.defects)) or "none")
+    log_event(
+        "engine",
+        state="ready",
+        mode=cfg.mode.value,
+        port=cfg.port,
+        defects=",".join(sorted(d.value for d in cfg.defects)) or "none",
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

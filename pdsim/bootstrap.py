@@ -34,8 +34,17 @@ class BootstrapServer:
     async def _route(self, request: web.Request) -> web.Response:
         if request.method == "PUT":
             body = await request.json()
-            key = (int(body.get("attn_dp_rank", 0)), int(body.get("attn_cp_rank", 0)), int(body.get("attn_tp_rank", 0)), int(body.get("pp_rank", 0)))
-            self.table[key] = {"rank_ip": body["rank_ip"], "rank_port": int(body["rank_port"]), "prefill_instance": body.get("prefill_instance")}
+            key = (
+                int(body.get("attn_dp_rank", 0)),
+                int(body.get("attn_cp_rank", 0)),
+                int(body.get("attn_tp_rank", 0)),
+                int(body.get("pp_rank", 0)),
+            )
+            self.table[key] = {
+                "rank_ip": body["rank_ip"],
+                "rank_port": int(body["rank_port"]),
+                "prefill_instance": body.get("prefill_instance"),
+            }
             self.http_port = int(body.get("prefill_http_port", 0))
             return web.Response(text="OK")
         if request.method != "GET":

@@ -117,7 +117,13 @@ class DecodeEngine(Engine):
             self._fetching[addr] += 1
             started = time.monotonic()
             try:
-                async with self._http.get(base, params=dict.fromkeys(("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank"), "-1"), timeout=_ROUTE_TIMEOUT) as r:
+                async with self._http.get(
+                    base,
+                    params=dict.fromkeys(
+                        ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank"), "-1"
+                    ),
+                    timeout=_ROUTE_TIMEOUT,
+                ) as r:
                     r.raise_for_status()
                     await r.json()
                 rank = {"prefill_dp_rank": "0", "prefill_cp_rank": "0", "target_tp_rank": "0", "target_pp_rank": "0"}
@@ -125,13 +131,26 @@ class DecodeEngine(Engine):
                     r.raise_for_status()
                     info = await r.json()
                 self.links[addr] = PrefillLink(addr=addr, info=info)
-                log_event("prefill_info", bootstrap_addr=addr, state="fetched", prefill_instance=info.get("prefill_instance"))
+                log_event(
+                    "prefill_info", bootstrap_addr=addr, state="fetched", prefill_instance=info.get("prefill_instance")
+                )
                 break
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as exc:
-                log_event("prefill_info", bootstrap_addr=addr, state="fetch_failed", attempt=self._fetching[addr], error=type(exc).__name__)
+                log_event(
+                    "prefill_info",
+                    bootstrap_addr=addr,
+                    state="fetch_failed",
+                    attempt=self._fetching[addr],
+                    error=type(exc).__name__,
+                )
                 await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
         else:
-            log_event("prefill_info", bootstrap_addr=addr, state="gave_up", error=f"Could not fetch prefill parallel info from {addr} after {_ROUTE_ATTEMPTS} attempts")
+            log_event(
+                "prefill_info",
+                bootstrap_addr=addr,
+                state="gave_up",
+                error=f"Could not fetch prefill parallel info from {addr} after {_ROUTE_ATTEMPTS} attempts",
+            )
             self._fetch_failed.add(addr)
         self._fetching.pop(addr, None)
         self.wake()
@@ -144,7 +163,11 @@ class DecodeEngine(Engine):
         except (OSError, asyncio.TimeoutError) as exc:
             log_event("control", bootstrap_addr=link.addr, state="connect_failed", error=type(exc).__name__)
             self._drop_link(link, "control connect failed")
-            self._fail_rooms(link.addr, f"Failed to connect to prefill control {link.info.get('rank_ip')}:{link.info.get('rank_port')}", waiting_only=True)
+            self._fail_rooms(
+                link.addr,
+                f"Failed to connect to prefill control {link.info.get('rank_ip')}:{link.info.get('rank_port')}",
+                waiting_only=True,
+            )
             return
         finally:
             link.connecting = False
@@ -211,7 +234,10 @@ class DecodeEngine(Engine):
                     del failures[addr]
             for addr in targets:
                 try:
-                    async with self._blocking_decoding(), self._http.get(f"http://{addr}/health", timeout=_HEARTBEAT_TIMEOUT) as r:
+                    async with (
+                        self._blocking_decoding(),
+                        self._http.get(f"http://{addr}/health", timeout=_HEARTBEAT_TIMEOUT) as r,
+                    ):
                         ok = r.status == 200
                 except (aiohttp.ClientError, asyncio.TimeoutError):
                     ok = False
@@ -228,7 +254,13 @@ class DecodeEngine(Engine):
                     n = self._fail_rooms(addr, reason)
                     if self.cfg.has(Defect.LOST_PREFILL_NEVER_RETRIED):
                         self._given_up.add(addr)
-                    log_event("heartbeat", bootstrap_addr=addr, state="node_failure", affected=n, error=f"{reason}, {n} requests affected")
+                    log_event(
+                        "heartbeat",
+                        bootstrap_addr=addr,
+                        state="node_failure",
+                        affected=n,
+                        error=f"{reason}, {n} requests affected",
+                    )
 
     def _blocking_decoding(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """Held around a decode step and a call to a bootstrap server: with the defect they
@@ -255,7 +287,11 @@ class DecodeEngine(Engine):
                 # KV bound for the buffers of another decode process at this address (one
                 # before a restart): in SGLang it would land in memory this process never
                 # gave out; pdsim refuses it, so the room fails instead of decoding garbage
-                await self._refuse(writer, req, f"KV for decode instance {header.get('decode_instance')!r}, this is {self.instance_id!r}")
+                await self._refuse(
+                    writer,
+                    req,
+                    f"KV for decode instance {header.get('decode_instance')!r}, this is {self.instance_id!r}",
+                )
                 return
             self._kv_conn[req.rid] = writer
             req.status.update(KVPoll.Transferring)
@@ -308,17 +344,35 @@ class DecodeEngine(Engine):
         reply from the aborted request's context. A request whose own KV has not landed yet
         is overwritten by it, as real pages would be: only a write after that corrupts."""
         freed_at = self._freed_at[aborted.rid]
-        alive = [r for r in (*self.transfer, *self.waiting, *self.running) if r.stage_since >= freed_at and r.finish is None and not r.leaked]
+        alive = [
+            r
+            for r in (*self.transfer, *self.waiting, *self.running)
+            if r.stage_since >= freed_at and r.finish is None and not r.leaked
+        ]
         victim = max(alive, key=lambda r: r.stage_since, default=None)
-        if victim is None or victim.status.poll is not KVPoll.Success or victim.digest == (digest := context_digest(aborted.input_ids)):
+        if (
+            victim is None
+            or victim.status.poll is not KVPoll.Success
+            or victim.digest == (digest := context_digest(aborted.input_ids))
+        ):
             return
         victim.digest = digest
-        log_event("kv", bootstrap_room=aborted.room, state="late_write_into_freed_pages", rid=aborted.rid, landed_in=victim.room)
+        log_event(
+            "kv",
+            bootstrap_room=aborted.room,
+            state="late_write_into_freed_pages",
+            rid=aborted.rid,
+            landed_in=victim.room,
+        )
 
     def _maybe_mix_up(self, aux: dict[str, Any]) -> dict[str, Any]:
         """``room_mixup``: under concurrency, now and then hand out another room's KV."""
         previous, self._last_aux = self._last_aux, aux
-        if not self.cfg.has(Defect.ROOM_MIXUP) or previous is None or len(self.transfer) + len(self.waiting) + len(self.running) < 2:
+        if (
+            not self.cfg.has(Defect.ROOM_MIXUP)
+            or previous is None
+            or len(self.transfer) + len(self.waiting) + len(self.running) < 2
+        ):
             return aux
         self._completions += 1
         return previous if self._completions % self.cfg.mixup_period == 0 else aux
@@ -337,14 +391,27 @@ class DecodeEngine(Engine):
         self._pop_waiting(now)
 
     def _check_timeouts(self, now: float) -> None:
-        timed = {KVPoll.WaitingForInput} if self.cfg.has(Defect.STUCK_TRANSFERRING) else {KVPoll.WaitingForInput, KVPoll.Transferring}
+        timed = (
+            {KVPoll.WaitingForInput}
+            if self.cfg.has(Defect.STUCK_TRANSFERRING)
+            else {KVPoll.WaitingForInput, KVPoll.Transferring}
+        )
         from_arrival = self.cfg.has(Defect.WAITING_CLOCK_FROM_ARRIVAL)
         for req in self.transfer:
-            elapsed = now - (req.arrival if from_arrival else req.stage_since)  # in transfer: since its metadata went out
+            elapsed = now - (
+                req.arrival if from_arrival else req.stage_since
+            )  # in transfer: since its metadata went out
             if req.status.poll in timed and not req.leaked and elapsed > self.cfg.waiting_timeout_s:
                 state = req.status.poll.name
                 req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in KVPoll.{state}")
-                log_event("timeout", rid=req.rid, bootstrap_room=req.room, watchdog="waiting", state=state, elapsed_s=f"{elapsed:.3f}")
+                log_event(
+                    "timeout",
+                    rid=req.rid,
+                    bootstrap_room=req.room,
+                    watchdog="waiting",
+                    state=state,
+                    elapsed_s=f"{elapsed:.3f}",
+                )
                 self._send_abort(req)
 
     def _pop_preallocated(self, now: float) -> None:
@@ -387,11 +454,25 @@ class DecodeEngine(Engine):
             assert req.room is not None
             self._transfer_by_room[req.room] = req
             self.transfer.append(req)
-            log_event("req", rid=req.rid, bootstrap_room=req.room, state="transfer_queue", decode_prefix_len=req.decode_prefix_len)
+            log_event(
+                "req",
+                rid=req.rid,
+                bootstrap_room=req.room,
+                state="transfer_queue",
+                decode_prefix_len=req.decode_prefix_len,
+            )
             self.spawn(self._send_meta(req, link))
 
     async def _send_meta(self, req: Req, link: PrefillLink) -> None:
-        frame = {"type": "META", "room": req.room, "kv_addr": self.cfg.kv_address, "decode_instance": self.instance_id, "prefill_instance": link.info.get("prefill_instance"), "rid": req.rid, "decode_prefix_len": req.decode_prefix_len}
+        frame = {
+            "type": "META",
+            "room": req.room,
+            "kv_addr": self.cfg.kv_address,
+            "decode_instance": self.instance_id,
+            "prefill_instance": link.info.get("prefill_instance"),
+            "rid": req.rid,
+            "decode_prefix_len": req.decode_prefix_len,
+        }
         try:
             if link.writer is None:
                 raise ConnectionError("no control connection")
@@ -445,7 +526,11 @@ class DecodeEngine(Engine):
 
     def _fail(self, req: Req, what: str) -> None:
         err = req.status.error()
-        self.finish_error(req, 500, f"{what} for request rank=0 decode_req.req.rid={req.rid!r} decode_req.req.bootstrap_room={req.room} with exception {err}")
+        self.finish_error(
+            req,
+            500,
+            f"{what} for request rank=0 decode_req.req.rid={req.rid!r} decode_req.req.bootstrap_room={req.room} with exception {err}",
+        )
 
     # ---- decoding -------------------------------------------------------------------------------
     async def _decode_loop(self) -> None:
@@ -467,7 +552,9 @@ class DecodeEngine(Engine):
                     req.finish = {"type": "stop", "matched": EOS_ID}
                 else:
                     req.output_ids.append(token)
-                    if req.stream:  # as SGLang: a non-streaming reply reaches its tokenizer once, so it has no inter-token gaps
+                    if (
+                        req.stream
+                    ):  # as SGLang: a non-streaming reply reaches its tokenizer once, so it has no inter-token gaps
                         self.metrics.inter_token(self.cfg.decode_s_per_step)
                     req.push(Update("tokens"))
                 self.note_tokens(now, 1)
@@ -528,7 +615,9 @@ class DecodeEngine(Engine):
             self.prealloc.remove(req)
         elif req in self.transfer:
             req.status.fail(reason)
-            if self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER) and req.rid in self._kv_conn:  # the transfer runs on into freed pages
+            if (
+                self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER) and req.rid in self._kv_conn
+            ):  # the transfer runs on into freed pages
                 self._freed_at[req.rid] = time.monotonic()
             else:
                 self._send_abort(req)

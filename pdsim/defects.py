@@ -45,9 +45,7 @@ def parse_defects(spec: str) -> frozenset[Defect]:
     known = {d.value: d for d in Defect}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(
-            f"unknown pdsim defect(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}"
-        )
+        raise ValueError(f"unknown pdsim defect(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
     return frozenset(known[n] for n in names)
 
 

@@ -93,8 +93,7 @@ class Engine(ABC):
         """Validate as SGLang's scheduler does, then hand the request to the mode's queue."""
         if req.room is None:
             raise BadRequest(
-                "Invalid request: Disaggregated request received without bootstrap room id. "
-                f"req.rid={req.rid!r}"
+                f"Invalid request: Disaggregated request received without bootstrap room id. req.rid={req.rid!r}"
             )
         if req.prompt_tokens > self.cfg.max_total_num_tokens:
             raise BadRequest(
@@ -105,7 +104,14 @@ class Engine(ABC):
             raise BadRequest(f"Duplicate request id {req.rid}")
         self.reqs[req.rid] = req
         self._arrivals += 1
-        log_event("req", rid=req.rid, bootstrap_room=req.room, state="received", prompt_tokens=req.prompt_tokens, xrid=req.client_id)
+        log_event(
+            "req",
+            rid=req.rid,
+            bootstrap_room=req.room,
+            state="received",
+            prompt_tokens=req.prompt_tokens,
+            xrid=req.client_id,
+        )
         self.enqueue(req)
         self.wake()
 
@@ -156,7 +162,15 @@ class Engine(ABC):
         )
         # cached_tokens: the prompt's tokens served from a cache here (decode's radix cache; pdsim's prefill has none), as SGLang's Finish line says
         cached = req.decode_prefix_len if self.cfg.mode is Mode.DECODE else 0
-        log_event("req", rid=req.rid, bootstrap_room=req.room, state="finished", finish=(req.finish or {}).get("type"), completion_tokens=len(req.output_ids), cached_tokens=cached)
+        log_event(
+            "req",
+            rid=req.rid,
+            bootstrap_room=req.room,
+            state="finished",
+            finish=(req.finish or {}).get("type"),
+            completion_tokens=len(req.output_ids),
+            cached_tokens=cached,
+        )
         req.push(Update("finish"))
 
     def finish_error(self, req: Req, status: int, message: str) -> None:

@@ -26,7 +26,9 @@ def _get(name: str, default: T, parse: Callable[[str], T], kind: str) -> T:
         return parse(value)
     except ValueError:
         shown = value.lower() if kind == "boolean" else value  # SGLang's EnvBool quotes the lowered value
-        warnings.warn(f'Invalid value for {name}: "{shown}" is not a valid {kind} value, using default "{default}"', stacklevel=3)
+        warnings.warn(
+            f'Invalid value for {name}: "{shown}" is not a valid {kind} value, using default "{default}"', stacklevel=3
+        )
         return default
 
 

@@ -47,17 +47,27 @@ class EngineMetrics:
 
         self.num_running_reqs = gauge("num_running_reqs", "The number of running requests.")
         self.num_queue_reqs = gauge("num_queue_reqs", "The number of requests in the waiting queue.")
-        self.num_grammar_queue_reqs = gauge("num_grammar_queue_reqs", "The number of requests in the grammar waiting queue.")
+        self.num_grammar_queue_reqs = gauge(
+            "num_grammar_queue_reqs", "The number of requests in the grammar waiting queue."
+        )
         self.num_used_tokens = gauge("num_used_tokens", "The number of used tokens.")
         self.token_usage = gauge("token_usage", "The token usage.")
         self.max_total_num_tokens = gauge("max_total_num_tokens", "Maximum total number of tokens in the KV pool.")
         self.gen_throughput = gauge("gen_throughput", "The generation throughput (token/s).")
         self.cache_hit_rate = gauge("cache_hit_rate", "The prefix cache hit rate.")
         self.utilization = gauge("utilization", "The utilization.")
-        self.prefill_bootstrap = gauge("num_prefill_bootstrap_queue_reqs", "The number of requests in the prefill bootstrap queue.")
-        self.prefill_inflight = gauge("num_prefill_inflight_queue_reqs", "The number of requests in the prefill inflight queue.")
-        self.decode_prealloc = gauge("num_decode_prealloc_queue_reqs", "The number of requests in the decode prealloc queue.")
-        self.decode_transfer = gauge("num_decode_transfer_queue_reqs", "The number of requests in the decode transfer queue.")
+        self.prefill_bootstrap = gauge(
+            "num_prefill_bootstrap_queue_reqs", "The number of requests in the prefill bootstrap queue."
+        )
+        self.prefill_inflight = gauge(
+            "num_prefill_inflight_queue_reqs", "The number of requests in the prefill inflight queue."
+        )
+        self.decode_prealloc = gauge(
+            "num_decode_prealloc_queue_reqs", "The number of requests in the decode prealloc queue."
+        )
+        self.decode_transfer = gauge(
+            "num_decode_transfer_queue_reqs", "The number of requests in the decode transfer queue."
+        )
         self.bootstrap_failed = counter("num_bootstrap_failed_reqs", "The number of bootstrap failed requests.")
         self.transfer_failed = counter("num_transfer_failed_reqs", "The number of transfer failed requests.")
         self.per_stage = Histogram(
@@ -69,12 +79,34 @@ class EngineMetrics:
         )
         tok = ("model_name", "engine_type", "is_streaming")  # as SGLang 0.5.23 labels them
         self.prompt_tokens = Counter("sglang:prompt_tokens", "Number of prefill tokens processed.", tok, registry=r)
-        self.generation_tokens = Counter("sglang:generation_tokens", "Number of generation tokens processed.", tok, registry=r)
+        self.generation_tokens = Counter(
+            "sglang:generation_tokens", "Number of generation tokens processed.", tok, registry=r
+        )
         self.num_requests = Counter("sglang:num_requests", "Number of requests processed.", tok, registry=r)
-        self.num_aborted = Counter("sglang:num_aborted_requests", "Number of requests aborted.", ("model_name", "engine_type"), registry=r)
-        self.ttft = Histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tok, buckets=_LATENCY_BUCKETS, registry=r)
-        self.e2e = Histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", tok, buckets=_LATENCY_BUCKETS, registry=r)
-        self.itl = Histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ("model_name", "engine_type"), buckets=_LATENCY_BUCKETS, registry=r)
+        self.num_aborted = Counter(
+            "sglang:num_aborted_requests", "Number of requests aborted.", ("model_name", "engine_type"), registry=r
+        )
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            tok,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            tok,
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            ("model_name", "engine_type"),
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
         for g in (self.num_grammar_queue_reqs, self.cache_hit_rate):
             g.labels(**self._sched).set(0)
         # the failure counters have no series until their first increment, as in SGLang

@@ -63,9 +63,19 @@ class PrefillEngine(Engine):
         self._control_server = await asyncio.start_server(self._serve_control, self.cfg.host, self.cfg.control_port)
         rank_ip, rank_port = split_addr(self.cfg.control_address)
         # what SGLang's CommonKVManager.register_to_bootstrap PUTs to /route
-        self.bootstrap.table[(0, 0, 0, 0)] = {"rank_ip": rank_ip, "rank_port": rank_port, "prefill_instance": self.instance_id}
+        self.bootstrap.table[(0, 0, 0, 0)] = {
+            "rank_ip": rank_ip,
+            "rank_port": rank_port,
+            "prefill_instance": self.instance_id,
+        }
         self.bootstrap.http_port = self.cfg.port
-        log_event("engine", state="started", mode="prefill", prefill_instance=self.instance_id, control=self.cfg.control_address)
+        log_event(
+            "engine",
+            state="started",
+            mode="prefill",
+            prefill_instance=self.instance_id,
+            control=self.cfg.control_address,
+        )
         await super().start()
 
     async def stop(self) -> None:
@@ -84,7 +94,12 @@ class PrefillEngine(Engine):
                 room = int(header.get("room", -1))
                 if kind == "META":
                     if header.get("prefill_instance") != self.instance_id:
-                        log_event("meta_ignored", bootstrap_room=room, reason="stale prefill instance", got=header.get("prefill_instance"))
+                        log_event(
+                            "meta_ignored",
+                            bootstrap_room=room,
+                            reason="stale prefill instance",
+                            got=header.get("prefill_instance"),
+                        )
                         continue
                     self._register_decode(str(header["kv_addr"]), str(header.get("decode_instance", "")))
                     self._on_meta(room, str(header["kv_addr"]), writer, int(header.get("decode_prefix_len", 0)))
@@ -138,7 +153,10 @@ class PrefillEngine(Engine):
 
     async def _send_status(self, writer: asyncio.StreamWriter, room: int, reason: str) -> None:
         with contextlib.suppress(OSError, asyncio.TimeoutError):
-            await asyncio.wait_for(write_frame(writer, {"type": "STATUS", "room": room, "status": int(KVPoll.Failed), "reason": reason}), 5.0)
+            await asyncio.wait_for(
+                write_frame(writer, {"type": "STATUS", "room": room, "status": int(KVPoll.Failed), "reason": reason}),
+                5.0,
+            )
 
     # ---- queues ----------------------------------------------------------------------------
     def enqueue(self, req: Req) -> None:
@@ -208,13 +226,21 @@ class PrefillEngine(Engine):
                 elapsed = now - req.arrival
                 if req.status.poll is KVPoll.Bootstrapping and elapsed > self.cfg.bootstrap_timeout_s:
                     req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in KVPoll.Bootstrapping")
-                    log_event("timeout", rid=req.rid, bootstrap_room=req.room, watchdog="bootstrap", elapsed_s=f"{elapsed:.3f}")
+                    log_event(
+                        "timeout",
+                        rid=req.rid,
+                        bootstrap_room=req.room,
+                        watchdog="bootstrap",
+                        elapsed_s=f"{elapsed:.3f}",
+                    )
         if not self.cfg.has(Defect.NO_INFLIGHT_WATCHDOG):
             for req in self.inflight:
                 elapsed = now - req.stage_since
                 if req.status.poll not in (KVPoll.Success, KVPoll.Failed) and elapsed > self.cfg.inflight_timeout_s:
                     req.status.fail(f"Request {req.room} timed out after {elapsed:.1f}s in the prefill inflight queue")
-                    log_event("timeout", rid=req.rid, bootstrap_room=req.room, watchdog="inflight", elapsed_s=f"{elapsed:.3f}")
+                    log_event(
+                        "timeout", rid=req.rid, bootstrap_room=req.room, watchdog="inflight", elapsed_s=f"{elapsed:.3f}"
+                    )
                     self._cancel_transfer(req)
 
     def _fail(self, req: Req, what: str, now: float) -> None:
@@ -266,7 +292,15 @@ class PrefillEngine(Engine):
             reader, w = await asyncio.wait_for(asyncio.open_connection(host, port), _KV_CONNECT_TIMEOUT_S)
             writer = w  # for the finally below, which closes it
             total = max(0, req.prompt_tokens - req.decode_prefix_len) * self.cfg.kv_bytes_per_token
-            await write_frame(w, {"type": "KV_BEGIN", "room": req.room, "bytes": total, "decode_instance": self._decodes.get(kv_addr, "")})
+            await write_frame(
+                w,
+                {
+                    "type": "KV_BEGIN",
+                    "room": req.room,
+                    "bytes": total,
+                    "decode_instance": self._decodes.get(kv_addr, ""),
+                },
+            )
             req.status.update(KVPoll.Transferring)
             pattern = bytes.fromhex(req.digest or "00") * (self.cfg.kv_chunk_bytes // 16 + 1)
             sent = 0

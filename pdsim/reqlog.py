@@ -17,7 +17,9 @@ logger = logging.getLogger("pdsim")
 
 def configure(engine: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(f"%(asctime)s.%(msecs)03d %(levelname)s {engine} %(message)s", "%Y-%m-%d %H:%M:%S"))
+    handler.setFormatter(
+        logging.Formatter(f"%(asctime)s.%(msecs)03d %(levelname)s {engine} %(message)s", "%Y-%m-%d %H:%M:%S")
+    )
     logger.handlers[:] = [handler]
     logger.setLevel(logging.INFO)
     logger.propagate = False

@@ -142,7 +142,12 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
     # SGLang samples at temperature 1.0 unless the request or the model's generation config
     # says otherwise; pdsim's model has no config, so only temperature 0 is greedy
     greedy = temperature is not None and float(temperature) == 0.0
-    salt = None if greedy else (int(seed) if seed is not None else int(room) if room is not None else random.getrandbits(63)) & (1 << 63) - 1
+    salt = (
+        None
+        if greedy
+        else (int(seed) if seed is not None else int(room) if room is not None else random.getrandbits(63))
+        & (1 << 63) - 1
+    )
     return Req(
         endpoint=endpoint,
         rid=str(body.get("rid") or uuid.uuid4().hex),

@@ -91,10 +91,29 @@ def stream_chunks(req: Req, new_ids: list[int], *, first: bool, final: bool) -> 
             return []
         return [sse({"text": detokenize(req.output_ids), "output_ids": list(req.output_ids), "meta_info": _meta(req)})]
     chat = req.endpoint is Endpoint.CHAT
-    base = {"id": req.rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": int(req.created), "model": req.model}
+    base = {
+        "id": req.rid,
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": int(req.created),
+        "model": req.model,
+    }
     out: list[bytes] = []
     if chat and first:
-        out.append(sse({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}]}))
+        out.append(
+            sse(
+                {
+                    **base,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {"role": "assistant", "content": ""},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ],
+                }
+            )
+        )
     if new_ids:
         text = detokenize(new_ids)
         choice = {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
@@ -102,7 +121,9 @@ def stream_chunks(req: Req, new_ids: list[int], *, first: bool, final: bool) -> 
     if final:
         reason, matched = _openai_finish(req)
         choice = {"index": 0, "delta": {}} if chat else {"index": 0, "text": ""}
-        out.append(sse({**base, "choices": [{**choice, "logprobs": None, "finish_reason": reason, "matched_stop": matched}]}))
+        out.append(
+            sse({**base, "choices": [{**choice, "logprobs": None, "finish_reason": reason, "matched_stop": matched}]})
+        )
         if req.include_usage:
             out.append(sse({**base, "choices": [], "usage": _usage(req)}))
     return out

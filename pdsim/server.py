@@ -25,8 +25,13 @@ from pdsim.responses import SSE_DONE, error_body, final_body, stream_abort_event
 __all__ = ["build_app"]
 
 
-
-_DISAGG_QUEUES = ("prefill_bootstrap_queue_reqs", "prefill_inflight_queue_reqs", "decode_prealloc_queue_reqs", "decode_transfer_queue_reqs", "decode_retracted_queue_reqs")
+_DISAGG_QUEUES = (
+    "prefill_bootstrap_queue_reqs",
+    "prefill_inflight_queue_reqs",
+    "decode_prealloc_queue_reqs",
+    "decode_transfer_queue_reqs",
+    "decode_retracted_queue_reqs",
+)
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
@@ -71,7 +76,9 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
             "max_total_num_tokens": cfg.max_total_num_tokens,
             "context_length": cfg.max_total_num_tokens,
             "version": "0.5.0-pdsim",
-            "internal_states": [{"last_gen_throughput": 0.0, "memory_usage": {"token_usage": engine.used_tokens / cfg.kv_pool_tokens}}],
+            "internal_states": [
+                {"last_gen_throughput": 0.0, "memory_usage": {"token_usage": engine.used_tokens / cfg.kv_pool_tokens}}
+            ],
         }
 
     def model_info() -> dict[str, Any]:
@@ -88,7 +95,21 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
         }
 
     async def models(_: web.Request) -> web.Response:
-        return _json({"object": "list", "data": [{"id": cfg.model, "object": "model", "created": int(started), "owned_by": "sglang", "root": cfg.model, "max_model_len": cfg.max_total_num_tokens}]})
+        return _json(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": cfg.model,
+                        "object": "model",
+                        "created": int(started),
+                        "owned_by": "sglang",
+                        "root": cfg.model,
+                        "max_model_len": cfg.max_total_num_tokens,
+                    }
+                ],
+            }
+        )
 
     async def loads(request: web.Request) -> web.Response:
         """SGLang 0.5.23's /v1/loads: JSON by default, Prometheus text with
@@ -120,7 +141,9 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
             gauges |= {f"sglang_disagg_{k}": v for k, v in load.get("disaggregation", {}).items()}
             text = "".join(f'# TYPE {name} gauge\n{name}{{dp_rank="0"}} {v}\n' for name, v in gauges.items())
             return web.Response(text=text, content_type="text/plain", charset="utf-8")
-        return _json({"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dp_rank_count": 1, "loads": [load]})
+        return _json(
+            {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dp_rank_count": 1, "loads": [load]}
+        )
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(body=engine.metrics.render(), content_type="text/plain", charset="utf-8")
@@ -133,7 +156,9 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
     async def flush_cache(_: web.Request) -> web.Response:
         if engine.is_idle():
             engine.flush_cache()
-            return web.Response(text="Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n")
+            return web.Response(
+                text="Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
+            )
         return web.Response(status=400, text="Cache not flushed. Please check backend logs for more details.")
 
     def handler(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:

@@ -55,7 +55,17 @@ ENV = {
 ROLE_ENV = {"prefill": {"SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"}, "decode": {}}
 
 
-def command(role: str, *, model_path: str, served_model_name: str, port: int, nccl_port: int, max_running_requests: int, bootstrap_port: int | None, decode_radix_cache: bool = False) -> list[str]:
+def command(
+    role: str,
+    *,
+    model_path: str,
+    served_model_name: str,
+    port: int,
+    nccl_port: int,
+    max_running_requests: int,
+    bootstrap_port: int | None,
+    decode_radix_cache: bool = False,
+) -> list[str]:
     """The engine's argv after the interpreter. The running limit is the stack's (an overload
     suite runs a stack with a small one), and so is decode's radix cache."""
     argv = ["-m", "sglang.launch_server", "--model-path", model_path, "--served-model-name", served_model_name,
@@ -85,7 +95,12 @@ def main(args: list[str] | None = None) -> None:
     parser.add_argument("--nccl-port", type=int, required=True)
     parser.add_argument("--max-running-requests", type=int, required=True)
     parser.add_argument("--bootstrap-port", type=int)
-    parser.add_argument("--disaggregation-decode-enable-radix-cache", dest="decode_radix_cache", action="store_true", help="decode: SGLang's own flag, passed on")
+    parser.add_argument(
+        "--disaggregation-decode-enable-radix-cache",
+        dest="decode_radix_cache",
+        action="store_true",
+        help="decode: SGLang's own flag, passed on",
+    )
     a = parser.parse_args(args)
     argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port,
                    max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port, decode_radix_cache=a.decode_radix_cache)  # fmt: skip

@@ -40,9 +40,16 @@ def test_pages_freed_by_aborts_serve_only_their_new_owner(scenario, workload, fa
     workload.background([_patient(workload, i) for i in range(PATIENT)], phase=Phase.BASELINE, deadlines=patient).join()
     impatient = Deadlines(read_s=bounds.forward_s, total_s=bounds.forward_s + 0.5)  # gone while their KV crosses
     with faults.bandwidth("kv", SLOW_KV_KB_S, stream="upstream"):
-        workload.background([workload.chat(f"{i} " + "long " * LONG_PROMPT, max_tokens=4) for i in range(IMPATIENT)], deadlines=impatient).join()
+        workload.background(
+            [workload.chat(f"{i} " + "long " * LONG_PROMPT, max_tokens=4) for i in range(IMPATIENT)],
+            deadlines=impatient,
+        ).join()
         faults.wait(quiet([DECODE_TRANSFER_QUEUE]))  # decode has let the aborted rooms go: their pages are free
         # and taken at once, while the aborted KV still crosses
-        workload.background([_patient(workload, i) for i in range(PATIENT)], phase=Phase.AFTER, deadlines=patient).join()
-    scenario.require(v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every impatient client hung up before its reply"))
+        workload.background(
+            [_patient(workload, i) for i in range(PATIENT)], phase=Phase.AFTER, deadlines=patient
+        ).join()
+    scenario.require(
+        v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every impatient client hung up before its reply")
+    )
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.abort_s)

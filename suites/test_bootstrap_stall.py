@@ -22,11 +22,21 @@ pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("control_link")]
 
 @pytest.mark.smoke
 def test_handshake_blackholed(scenario, workload, faults, bounds):
-    deadlines = Deadlines(read_s=bounds.waiting_s + 2 * bounds.slack_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+    deadlines = Deadlines(
+        read_s=bounds.waiting_s + 2 * bounds.slack_s,
+        stall_s=bounds.waiting_s + bounds.slack_s,
+        total_s=bounds.router_timeout_s,
+    )
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
-        v.watchdog_fired("prefill bootstrap", PREFILL_BOOTSTRAP_FAILED, timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s, since=v.Since.REQUEST),
+        v.watchdog_fired(
+            "prefill bootstrap",
+            PREFILL_BOOTSTRAP_FAILED,
+            timeout_s=bounds.bootstrap_s,
+            slack_s=bounds.slack_s,
+            since=v.Since.REQUEST,
+        ),
     )
     with faults.blackhole("control", stream="upstream"):
         workload.conversations(agents=3, rounds=1, deadlines=deadlines, phase=Phase.FAULT).run()

@@ -28,7 +28,10 @@ def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults)
     scenario.judge(
         v.statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error"),
         v.charged_only_where_struck(scenario.workers()),
-        *(v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, worker, "open"), why="only clients erred") for worker in scenario.workers()),
+        *(
+            v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, worker, "open"), why="only clients erred")
+            for worker in scenario.workers()
+        ),
         v.outcomes_in(set(), phase=Phase.AFTER),
     )
     too_long = workload.chat("word " * OVER_ANY_CONTEXT, max_tokens=2)

@@ -26,7 +26,9 @@ GAUGES = ENGINE_QUEUES + ROUTER_INFLIGHT + (Metric("decode", "num_used_tokens"),
 def test_abort_storm_mid_stream(scenario, workload, faults, bounds):
     with faults.by_clients("abort storm: 16 streams hung up after 2 events"):
         workload.abort_storm(16, after_events=2)
-    scenario.require(v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every stream was hung up by its client mid-way"))
+    scenario.require(
+        v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every stream was hung up by its client mid-way")
+    )
     scenario.settle(GAUGES, within_s=bounds.abort_s)
 
 
@@ -37,5 +39,9 @@ def test_clients_give_up_before_the_reply(scenario, workload, faults, bounds):
     bodies = [workload.chat(f"{i} " + "word " * 800, max_tokens=400, ignore_eos=True) for i in range(8)]
     with faults.by_clients("8 non-stream requests abandoned after 0.3 s"):
         workload.background(bodies, deadlines=impatient).join()
-    scenario.require(v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every request was still unanswered when its client gave up"))
+    scenario.require(
+        v.ended_as(
+            Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every request was still unanswered when its client gave up"
+        )
+    )
     scenario.settle(GAUGES, within_s=bounds.abandon_s)

@@ -32,7 +32,10 @@ def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, fa
     d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s, total_s=bounds.router_timeout_s)
     scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))
     theirs = workload.openai_background([f"fable {i}" for i in range(PER_CLIENT)], max_tokens=LONG_REPLY, deadlines=d)
-    ours = workload.background([workload.chat(f"tale {i}", max_tokens=LONG_REPLY, ignore_eos=True, stream=True) for i in range(PER_CLIENT)], deadlines=d)
+    ours = workload.background(
+        [workload.chat(f"tale {i}", max_tokens=LONG_REPLY, ignore_eos=True, stream=True) for i in range(PER_CLIENT)],
+        deadlines=d,
+    )
     # smg's count at the decode worker is prompt on every engine (SGLang's own gauges lag)
     with faults.abort_all("decode", when=scenario.requests_at("decode") >= 2 * PER_CLIENT):
         ours.join()
@@ -43,11 +46,15 @@ def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, fa
 
 @pytest.mark.needs("kv_link")
 def test_streams_failed_by_a_timeout_end_well_formed_for_every_client(scenario, workload, faults, bounds):
-    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.router_timeout_s)
+    d = Deadlines(
+        read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.router_timeout_s
+    )
     scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))
     with faults.blackhole("kv", stream="upstream"):  # no KV arrives: decode's waiting timeout fails each with a 500
         theirs = workload.openai_background([f"myth {i}" for i in range(PER_CLIENT)], max_tokens=8, deadlines=d)
-        ours = workload.background([workload.chat(f"saga {i}", max_tokens=8, stream=True) for i in range(PER_CLIENT)], deadlines=d)
+        ours = workload.background(
+            [workload.chat(f"saga {i}", max_tokens=8, stream=True) for i in range(PER_CLIENT)], deadlines=d
+        )
         ours.join()
         theirs.join()
     scenario.require(v.requests_affected(phase=Phase.FAULT, why="decode's waiting timeout failed the streams"))

@@ -34,7 +34,9 @@ def test_decode_serves_again_once_its_link_to_prefill_heals(scenario, workload, 
         v.health_tells_truth("decode", phase=Phase.AFTER),
     )
     # each missed heartbeat costs an interval and a read timeout; the premise's deadline, not a verdict's bound
-    declared_lost_within_s = bounds.heartbeat_max_failure * (bounds.heartbeat_interval_s + HEARTBEAT_READ_S) + bounds.slack_s
+    declared_lost_within_s = (
+        bounds.heartbeat_max_failure * (bounds.heartbeat_interval_s + HEARTBEAT_READ_S) + bounds.slack_s
+    )
     lost = scenario.logs("decode", LOST)
     with faults.blackhole("bootstrap", stream="upstream"):
         faults.wait(lost, deadline_s=declared_lost_within_s)  # the premise: decode gave the prefill up

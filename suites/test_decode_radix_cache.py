@@ -30,6 +30,8 @@ pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")
 
 CONVERSATION = {"agents": 1, "rounds": 5, "max_tokens": 16, "words_per_round": 30}
 RESTART_BEFORE = 3  # decode restarts before this round: rounds 1-2 and 4 are served from its cache
+
+
 @pytest.fixture(scope="module")
 def stack(stack_factory):
     """This module's stack: decode with its radix cache."""
@@ -40,7 +42,9 @@ def stack(stack_factory):
 
 
 @pytest.mark.smoke
-def test_replies_from_the_decode_cache_equal_their_reference_across_a_decode_restart(scenario, workload, faults, bounds):
+def test_replies_from_the_decode_cache_equal_their_reference_across_a_decode_restart(
+    scenario, workload, faults, bounds
+):
     def uncached(rnd: int) -> None:  # the reference: neither engine's cache serves any of it
         scenario.flush_cache("prefill")
         scenario.flush_cache("decode")
@@ -57,7 +61,9 @@ def test_replies_from_the_decode_cache_equal_their_reference_across_a_decode_res
     scenario.judge(
         v.replies_match_baseline(),
         v.conversations_finish(CONVERSATION["rounds"], phase=Phase.FAULT),
-        v.outcomes_in({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR}, phase=Phase.FAULT),  # attempts retried after the restart
+        v.outcomes_in(
+            {Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR}, phase=Phase.FAULT
+        ),  # attempts retried after the restart
     )
     # the first round after the restart may meet smg before it has found decode again
     workload.conversations(**CONVERSATION, phase=Phase.FAULT, before_each=decode_cache_only,

@@ -27,7 +27,14 @@ from chaos import verdicts as v
 from chaos.client import Deadlines
 from chaos.faults.runner import TRANSFER_CRAWL_KB_S
 from chaos.history import Phase
-from chaos.pipeline import CIRCUIT_TRANSITIONS, DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, PREFILL_INFLIGHT_QUEUE, PREFILL_TRANSFER_FAILED, ROUTER_INFLIGHT
+from chaos.pipeline import (
+    CIRCUIT_TRANSITIONS,
+    DECODE_TRANSFER_QUEUE,
+    ENGINE_QUEUES,
+    PREFILL_INFLIGHT_QUEUE,
+    PREFILL_TRANSFER_FAILED,
+    ROUTER_INFLIGHT,
+)
 from chaos.targets.base import Capability
 from chaos.triggers import gauge
 
@@ -55,14 +62,30 @@ def test_decode_killed_mid_transfer_then_restarted_alone(scenario, workload, fau
     the dead decode, at its next write. Every request ends cleanly or is served, and the
     replies equal the fault-free baseline's."""
     watchdog = scenario.has(Capability.INFLIGHT_WATCHDOG)
-    held = (bounds.inflight_s if watchdog else bounds.bootstrap_s) + bounds.forward_s + bounds.slack_s  # the longest a room may stay once prefill resumes
+    held = (
+        (bounds.inflight_s if watchdog else bounds.bootstrap_s) + bounds.forward_s + bounds.slack_s
+    )  # the longest a room may stay once prefill resumes
     # A client waits out the restart (allowed up to recovery_s) and the pinned time.
-    deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s + held, total_s=bounds.router_timeout_s)
+    deadlines = Deadlines(
+        connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s + held, total_s=bounds.router_timeout_s
+    )
     scenario.baseline(**CONVERSATION, deadlines=deadlines)
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
         v.failed_requests_are_clean(within_s=held, since=v.Since.HEAL),
-        *([v.watchdog_fired("prefill inflight", PREFILL_TRANSFER_FAILED, timeout_s=bounds.inflight_s, slack_s=bounds.forward_s + bounds.slack_s, since=v.Since.HEAL)] if watchdog else []),
+        *(
+            [
+                v.watchdog_fired(
+                    "prefill inflight",
+                    PREFILL_TRANSFER_FAILED,
+                    timeout_s=bounds.inflight_s,
+                    slack_s=bounds.forward_s + bounds.slack_s,
+                    since=v.Since.HEAL,
+                )
+            ]
+            if watchdog
+            else []
+        ),
         v.replies_match_baseline(),
         v.context_grows(),
     )
@@ -72,9 +95,13 @@ def test_decode_killed_mid_transfer_then_restarted_alone(scenario, workload, fau
     # the bounds count from the thaw.
     with contextlib.ExitStack() as prefill_held:
         with faults.transfer_window():
-            convo = workload.conversations(**CONVERSATION, **retries(bounds), deadlines=deadlines, phase=Phase.FAULT).start()
+            convo = workload.conversations(
+                **CONVERSATION, **retries(bounds), deadlines=deadlines, phase=Phase.FAULT
+            ).start()
             prefill_held.callback(convo.join)
-            prefill_held.enter_context(faults.freeze("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) >= CONVERSATION["agents"]))
+            prefill_held.enter_context(
+                faults.freeze("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) >= CONVERSATION["agents"])
+            )
             with faults.kill("decode"):
                 pass  # leaving the block restarts decode alone
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=held)
@@ -104,7 +131,9 @@ def test_decode_dies_while_prefill_holds_pending_kv(scenario, workload, faults, 
     freed = bounds.forward_s + bounds.slack_s if link == "crawling" else bounds.abandon_s
     if scenario.has(Capability.INFLIGHT_WATCHDOG):
         freed = max(freed, bounds.inflight_s + bounds.forward_s + bounds.slack_s)
-    deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    deadlines = Deadlines(
+        connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s
+    )
     scenario.baseline(**CONVERSATION_ONE_ROUND, deadlines=deadlines)
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
@@ -115,9 +144,13 @@ def test_decode_dies_while_prefill_holds_pending_kv(scenario, workload, faults, 
         v.no_leak(gauges=[PREFILL_INFLIGHT_QUEUE], within_s=freed, since=v.Since.LAST_FAULT),
         v.replies_match_baseline(),
     )
-    stall = faults.bandwidth("kv", TRANSFER_CRAWL_KB_S, stream="upstream") if link == "crawling" else faults.partition("kv")
+    stall = (
+        faults.bandwidth("kv", TRANSFER_CRAWL_KB_S, stream="upstream") if link == "crawling" else faults.partition("kv")
+    )
     with stall:  # the KV stays pending for seconds
-        convo = workload.conversations(**CONVERSATION_ONE_ROUND, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)).start()
+        convo = workload.conversations(
+            **CONVERSATION_ONE_ROUND, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)
+        ).start()
         with faults.kill("decode", when=gauge(*PREFILL_INFLIGHT_QUEUE) >= CONVERSATION_ONE_ROUND["agents"]):
             pass  # leaving the block restarts decode alone
     convo.join()
@@ -139,13 +172,21 @@ def test_decode_restarted_alone_while_prefill_holds_rooms(scenario, workload, fa
     freed = bounds.bootstrap_s + bounds.forward_s + bounds.slack_s  # a room the new decode never asks for
     if scenario.has(Capability.INFLIGHT_WATCHDOG):
         freed = max(freed, bounds.inflight_s + bounds.forward_s + bounds.slack_s)
-    deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    deadlines = Deadlines(
+        connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s
+    )
     scenario.baseline(agents=4, rounds=1, deadlines=deadlines)
-    scenario.judge(v.every_request_terminal(within_s=deadlines.ends_within_s), v.failed_requests_are_clean(), v.replies_match_baseline())
+    scenario.judge(
+        v.every_request_terminal(within_s=deadlines.ends_within_s),
+        v.failed_requests_are_clean(),
+        v.replies_match_baseline(),
+    )
     scenario.watch_health("prefill")
 
     with faults.freeze("prefill"):
-        convo = workload.conversations(agents=4, rounds=1, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)).start()
+        convo = workload.conversations(
+            agents=4, rounds=1, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)
+        ).start()
         faults.wait(scenario.requests_at("decode") >= 4, deadline_s=bounds.recovery_s)
         with faults.kill("decode"):
             pass  # leaving the block restarts decode alone; then prefill is thawed
@@ -162,12 +203,23 @@ SMG_CHARGES_BOTH = (
 
 @pytest.mark.known_issue("charged_only_where_struck", reason=SMG_CHARGES_BOTH)
 def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, faults, bounds):
-    deadlines = Deadlines(connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+    deadlines = Deadlines(
+        connect_s=2,
+        read_s=bounds.router_timeout_s,
+        stall_s=bounds.waiting_s + bounds.slack_s,
+        total_s=bounds.router_timeout_s,
+    )
     scenario.baseline(agents=3, rounds=2, deadlines=deadlines)
-    scenario.judge(v.every_request_terminal(within_s=deadlines.ends_within_s), v.failed_requests_are_clean(within_s=bounds.abort_s), v.replies_match_baseline())
+    scenario.judge(
+        v.every_request_terminal(within_s=deadlines.ends_within_s),
+        v.failed_requests_are_clean(within_s=bounds.abort_s),
+        v.replies_match_baseline(),
+    )
 
     with faults.kill("decode"):  # no traffic: an idle kill
-        convo = workload.conversations(agents=3, rounds=2, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)).start()
+        convo = workload.conversations(
+            agents=3, rounds=2, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)
+        ).start()
         faults.wait(gauge("router", "smg_router_request_errors_total") > 0, deadline_s=bounds.recovery_s)
     convo.join()  # decode is back: retried rounds must now succeed
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.abort_s)
@@ -182,7 +234,9 @@ def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, 
     "rises in this test's history while prefill answered every request it got.",
 )
 def test_decode_outage_leaves_the_prefill_circuit_closed(scenario, sampler, workload, faults):
-    scenario.judge(v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, "prefill", "open"), why="prefill never failed"))
+    scenario.judge(
+        v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, "prefill", "open"), why="prefill never failed")
+    )
     with faults.kill("decode"):
         for _ in range(4):  # smg tries each one several times against the dead decode
             workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2), phase=Phase.FAULT)

@@ -26,11 +26,21 @@ PREFILL_HOLDS = (Metric("prefill", "num_prefill_inflight_queue_reqs"), Metric("p
 
 @pytest.mark.needs("control_link")
 def test_lone_request_with_a_stalled_handshake(scenario, workload, faults, bounds):
-    lone = Deadlines(read_s=bounds.waiting_s + 3 * bounds.slack_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.waiting_s + 3 * bounds.slack_s)
+    lone = Deadlines(
+        read_s=bounds.waiting_s + 3 * bounds.slack_s,
+        stall_s=bounds.waiting_s + 2 * bounds.slack_s,
+        total_s=bounds.waiting_s + 3 * bounds.slack_s,
+    )
     scenario.judge(
         v.every_request_terminal(within_s=lone.total_s),
         v.failed_requests_are_clean(),
-        v.watchdog_fired("prefill bootstrap", PREFILL_BOOTSTRAP_FAILED, timeout_s=bounds.bootstrap_s, slack_s=bounds.slack_s, since=v.Since.REQUEST),
+        v.watchdog_fired(
+            "prefill bootstrap",
+            PREFILL_BOOTSTRAP_FAILED,
+            timeout_s=bounds.bootstrap_s,
+            slack_s=bounds.slack_s,
+            since=v.Since.REQUEST,
+        ),
     )
     with faults.blackhole("control", stream="upstream"):
         workload.request("/v1/chat/completions", workload.chat("alone", max_tokens=4, stream=True), deadlines=lone)
@@ -62,13 +72,34 @@ def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
     scenario.judge(
         v.every_request_terminal(within_s=lone.ends_within_s),
         v.no_leak(gauges=PREFILL_HOLDS, within_s=released, since=v.Since.LAST_FAULT),
-        *([v.watchdog_fired("prefill inflight", PREFILL_TRANSFER_FAILED, timeout_s=bounds.inflight_s, slack_s=bounds.forward_s + bounds.slack_s)] if watchdog else []),
+        *(
+            [
+                v.watchdog_fired(
+                    "prefill inflight",
+                    PREFILL_TRANSFER_FAILED,
+                    timeout_s=bounds.inflight_s,
+                    slack_s=bounds.forward_s + bounds.slack_s,
+                )
+            ]
+            if watchdog
+            else []
+        ),
     )
     # Frozen inside the transfer: a real engine moves this KV in milliseconds, so the kv link
     # crawls (faults.transfer_window) until decode is frozen, then heals; the freeze stays
     # until prefill let go (or the bound passed). Nothing else is sent.
     with contextlib.ExitStack() as frozen:
         with faults.transfer_window():
-            request = workload.background([workload.chat("word " * 1500, max_tokens=4)], deadlines=lone)  # a 1.5 s forward on pdsim
+            request = workload.background(
+                [workload.chat("word " * 1500, max_tokens=4)], deadlines=lone
+            )  # a 1.5 s forward on pdsim
             frozen.callback(request.join)
-            frozen.enter_context(faults.freeze("decode", when=gauge(*DECODE_TRANSFER_QUEUE) > 0, deadline_s=5, until=quiet(PREFILL_HOLDS), hold_s=released + 1))
+            frozen.enter_context(
+                faults.freeze(
+                    "decode",
+                    when=gauge(*DECODE_TRANSFER_QUEUE) > 0,
+                    deadline_s=5,
+                    until=quiet(PREFILL_HOLDS),
+                    hold_s=released + 1,
+                )
+            )

@@ -24,7 +24,11 @@ LONG = dict(words_per_round=300)  # about 300 KB of KV per request
 
 
 def _deadlines(bounds) -> Deadlines:
-    return Deadlines(read_s=bounds.inflight_s + bounds.slack_s, stall_s=bounds.inflight_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+    return Deadlines(
+        read_s=bounds.inflight_s + bounds.slack_s,
+        stall_s=bounds.inflight_s + bounds.slack_s,
+        total_s=bounds.router_timeout_s,
+    )
 
 
 @pytest.mark.needs("link_delay")
@@ -32,7 +36,10 @@ def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
     scenario.baseline(agents=3, rounds=1, **LONG)
     scenario.judge(
         v.outcomes_in(set()),
-        *(v.counter_never_rises(Metric(engine, "num_transfer_failed_reqs_total"), why="slow is not stuck") for engine in ("decode", "prefill")),
+        *(
+            v.counter_never_rises(Metric(engine, "num_transfer_failed_reqs_total"), why="slow is not stuck")
+            for engine in ("decode", "prefill")
+        ),
         v.replies_match_baseline(),
     )
     with faults.latency("kv", 300, stream="upstream"), faults.bandwidth("kv", 2000, stream="upstream"):
@@ -51,9 +58,19 @@ def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bound
     scenario.judge(
         v.every_request_terminal(within_s=bounds.waiting_s + 2 * bounds.slack_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s, phase=Phase.FAULT),
-        v.watchdog_fired("decode waiting", DECODE_TRANSFER_FAILED, timeout_s=bounds.waiting_s, slack_s=bounds.slack_s, since=v.Since.REQUEST),
+        v.watchdog_fired(
+            "decode waiting",
+            DECODE_TRANSFER_FAILED,
+            timeout_s=bounds.waiting_s,
+            slack_s=bounds.slack_s,
+            since=v.Since.REQUEST,
+        ),
     )
-    fault = faults.blackhole("kv", stream="upstream") if stall == "blackhole" else faults.bandwidth("kv", 1, stream="upstream")
+    fault = (
+        faults.blackhole("kv", stream="upstream")
+        if stall == "blackhole"
+        else faults.bandwidth("kv", 1, stream="upstream")
+    )
     with fault:
         workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).run()
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -48,9 +48,14 @@ def test_keepalive_connections_reset_between_rounds(scenario, history, workload,
     """Toxiproxy drops every open connection (proxy down, then up) while agents are between
     rounds; their next round must go out on a fresh connection and succeed."""
     scenario.baseline(**TALK)
-    scenario.judge(*_talk_holds(bounds, failures={Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}), v.recovers(within_s=bounds.recovery_s))
+    scenario.judge(
+        *_talk_holds(bounds, failures={Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}),
+        v.recovers(within_s=bounds.recovery_s),
+    )
     retry_cut = frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED})
-    convo = workload.conversations(**TALK, deadlines=_deadlines(bounds), retries=6, retry_on=retry_cut, phase=Phase.FAULT).start()
+    convo = workload.conversations(
+        **TALK, deadlines=_deadlines(bounds), retries=6, retry_on=retry_cut, phase=Phase.FAULT
+    ).start()
     with faults.down("client_router", when=requests_done(history, 6, phase=Phase.FAULT)):
         pass  # every keep-alive connection is closed under the agents, mid-conversation
     convo.join()

@@ -25,7 +25,9 @@ LONG_REPLY = 500  # tokens: at 10 ms a step on pdsim, 5 s of decoding, over two 
 def test_stalled_bootstrap_link_does_not_stall_running_streams(scenario, workload, faults, bounds):
     patient = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s, total_s=bounds.router_timeout_s)
     scenario.judge(
-        v.stream_gaps_at_most(bounds.slack_s, phase=Phase.FAULT, why="their handshake was done before the link stalled"),
+        v.stream_gaps_at_most(
+            bounds.slack_s, phase=Phase.FAULT, why="their handshake was done before the link stalled"
+        ),
         v.outcomes_in(set(), phase=Phase.FAULT),
     )
     bodies = [workload.chat(f"story {i}", max_tokens=LONG_REPLY, ignore_eos=True, stream=True) for i in range(STREAMS)]

@@ -82,7 +82,12 @@ def stack(stack_factory):
 def _mixed(workload, n: int, *, max_tokens: int, tag: str) -> list[dict]:
     """Long and short prompts, streamed and not, alternating."""
     return [
-        workload.chat(f"{tag} {i}: " + ("harbor lantern " * (120 if i % 3 == 0 else 4)), max_tokens=max_tokens, ignore_eos=True, stream=i % 2 == 0)
+        workload.chat(
+            f"{tag} {i}: " + ("harbor lantern " * (120 if i % 3 == 0 else 4)),
+            max_tokens=max_tokens,
+            ignore_eos=True,
+            stream=i % 2 == 0,
+        )
         for i in range(n)
     ]
 
@@ -92,12 +97,27 @@ def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bo
     d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
     scenario.judge(
         v.outcomes_in(set(), phase=Phase.FAULT),
-        v.counter_never_rises(DECODE_TRANSFER_FAILED, why="decode's waiting clock starts when its metadata goes to prefill, not on arrival"),
-        v.counter_never_rises(PREFILL_BOOTSTRAP_FAILED, why="decode's metadata reached prefill within its bootstrap timeout"),
+        v.counter_never_rises(
+            DECODE_TRANSFER_FAILED,
+            why="decode's waiting clock starts when its metadata goes to prefill, not on arrival",
+        ),
+        v.counter_never_rises(
+            PREFILL_BOOTSTRAP_FAILED, why="decode's metadata reached prefill within its bootstrap timeout"
+        ),
     )
-    with faults.by_clients(f"overload: {QUEUED} requests, one every {ARRIVAL_S:g} s, {TOKENS} tokens each, into a decode running {RUNNING}"):
-        workload.background(_mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S).join()
-    scenario.require(v.queued_for(DECODE_PREALLOC, bounds.waiting_s + bounds.slack_s, why="the load never queued in prealloc longer than the waiting timeout"))
+    with faults.by_clients(
+        f"overload: {QUEUED} requests, one every {ARRIVAL_S:g} s, {TOKENS} tokens each, into a decode running {RUNNING}"
+    ):
+        workload.background(
+            _mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S
+        ).join()
+    scenario.require(
+        v.queued_for(
+            DECODE_PREALLOC,
+            bounds.waiting_s + bounds.slack_s,
+            why="the load never queued in prealloc longer than the waiting timeout",
+        )
+    )
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
@@ -110,7 +130,9 @@ def test_the_router_sheds_beyond_its_limits_at_once_and_serves_the_rest(scenario
         v.failed_requests_are_clean(),
     )
     with faults.by_clients(f"burst: {n} requests at once against smg's {ADMITTED} admitted and {ROUTER_QUEUE} queued"):
-        workload.background(_mixed(workload, n, max_tokens=150, tag="burst"), deadlines=d).join()  # long enough that no permit frees during the burst
+        workload.background(
+            _mixed(workload, n, max_tokens=150, tag="burst"), deadlines=d
+        ).join()  # long enough that no permit frees during the burst
     scenario.require(v.gauge_reached(ADMISSION, ADMITTED, why="the burst never filled smg's admission"))
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
@@ -126,7 +148,9 @@ def test_prefill_sigterm_drains_the_requests_it_holds(scenario, workload, faults
     streams = workload.background(_mixed(workload, HELD, max_tokens=TOKENS, tag="held"), deadlines=d)
     # the drain may take as long as the requests it holds need: bounded by the client's deadline
     held = gauge(*PREFILL_BOOTSTRAP) >= HELD // 4
-    with faults.terminate("prefill", drain_s=bounds.router_timeout_s, when=requests_sent(history, HELD, phase=Phase.FAULT) & held):
+    with faults.terminate(
+        "prefill", drain_s=bounds.router_timeout_s, when=requests_sent(history, HELD, phase=Phase.FAULT) & held
+    ):
         streams.join()
     scenario.require(v.open_at_fault(phase=Phase.FAULT, why="prefill held them when the SIGTERM came"))
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

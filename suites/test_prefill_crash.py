@@ -33,21 +33,34 @@ HEARTBEAT_SLACK_S = 1.0  # the heartbeat must beat the waiting timeout, which is
 
 
 def _deadlines(bounds) -> Deadlines:
-    return Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s)
+    return Deadlines(
+        read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s
+    )
 
 
-@pytest.mark.needs("live_queue_gauges", "transfer_window")  # its trigger acts inside the transfer; its oracle is decode's queues
+@pytest.mark.needs(
+    "live_queue_gauges", "transfer_window"
+)  # its trigger acts inside the transfer; its oracle is decode's queues
 @pytest.mark.smoke
 def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
     scenario.judge(
         v.every_request_terminal(within_s=bounds.router_timeout_s),
         v.failed_requests_are_clean(),
         # at the latest, rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
-        v.no_leak(gauges=DECODE_QUEUES, within_s=bounds.heartbeat_interval_s * bounds.heartbeat_max_failure + HEARTBEAT_SLACK_S, since=v.Since.FAULT),
+        v.no_leak(
+            gauges=DECODE_QUEUES,
+            within_s=bounds.heartbeat_interval_s * bounds.heartbeat_max_failure + HEARTBEAT_SLACK_S,
+            since=v.Since.FAULT,
+        ),
     )
     with faults.transfer_window():  # a real engine's KV crawls, so decode waits for it long enough to see
         convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
-        with faults.kill("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) > 0, until=quiet([DECODE_TRANSFER_QUEUE]), hold_s=bounds.heartbeat_detect_s):
+        with faults.kill(
+            "prefill",
+            when=gauge(*DECODE_TRANSFER_QUEUE) > 0,
+            until=quiet([DECODE_TRANSFER_QUEUE]),
+            hold_s=bounds.heartbeat_detect_s,
+        ):
             pass  # prefill stays down until decode let go of the rooms (or the detection bound passed)
     convo.join()
     scenario.require(v.requests_affected(phase=Phase.FAULT, why="decode waiting for KV when prefill died"))
@@ -68,19 +81,30 @@ def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
 def test_prefill_frozen_then_thawed(scenario, workload, faults, bounds):
     # Prefill is frozen first, so decode is sure to wait for KV that cannot come, on any
     # engine however fast; smg counting every request at the decode worker is the premise.
-    scenario.judge(v.every_request_terminal(within_s=bounds.router_timeout_s), v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s))
+    scenario.judge(
+        v.every_request_terminal(within_s=bounds.router_timeout_s),
+        v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
+    )
     at_decode = scenario.requests_at("decode")
-    with faults.freeze("prefill", until=quiet([(at_decode.source, at_decode.metric)]), hold_s=bounds.waiting_s + 2 * bounds.slack_s):
+    with faults.freeze(
+        "prefill", until=quiet([(at_decode.source, at_decode.metric)]), hold_s=bounds.waiting_s + 2 * bounds.slack_s
+    ):
         convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
         faults.wait(at_decode >= LONG["agents"], deadline_s=bounds.recovery_s)
     convo.join()
-    scenario.require(v.requests_affected(phase=Phase.FAULT, why="decode waiting for KV while prefill is frozen past the waiting timeout"))
+    scenario.require(
+        v.requests_affected(
+            phase=Phase.FAULT, why="decode waiting for KV while prefill is frozen past the waiting timeout"
+        )
+    )
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.bootstrap_s + bounds.slack_s)
 
 
 def test_decode_picks_up_a_restarted_prefill(scenario, workload, faults, bounds):
     scenario.baseline(agents=2, rounds=2)
-    scenario.judge(v.recovers(within_s=bounds.recovery_s), v.outcomes_in(set(), phase=Phase.AFTER), v.replies_match_baseline())
+    scenario.judge(
+        v.recovers(within_s=bounds.recovery_s), v.outcomes_in(set(), phase=Phase.AFTER), v.replies_match_baseline()
+    )
     with faults.restart("prefill"):  # on pdsim quicker than the heartbeat can notice
         pass
     # smg saw prefill down (its health checks run every 2 s) and routes to it again once it

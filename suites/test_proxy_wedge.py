@@ -32,7 +32,9 @@ def test_blackholed_proxy_times_clients_out_before_the_router(scenario, workload
     scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.outcomes_in(CUT), v.stuck_before_router())
     with faults.blackhole("client_router", stream="upstream"):
         workload.conversations(agents=4, rounds=2, deadlines=d, phase=Phase.FAULT).run()
-    workload.conversations(agents=4, rounds=2, deadlines=d, phase=Phase.AFTER).run()  # same agents' talk, new connections
+    workload.conversations(
+        agents=4, rounds=2, deadlines=d, phase=Phase.AFTER
+    ).run()  # same agents' talk, new connections
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 

@@ -23,8 +23,13 @@ pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")
 @pytest.mark.smoke
 def test_router_killed_under_load(scenario, workload, faults, bounds):
     deadlines = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.slack_s * 2, total_s=bounds.router_timeout_s)
-    scenario.judge(v.every_request_terminal(within_s=deadlines.ends_within_s), v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.CLEAN_ERROR}))
-    convo = workload.conversations(agents=4, rounds=3, words_per_round=200, max_tokens=60, deadlines=deadlines, retries=8, phase=Phase.FAULT).start()
+    scenario.judge(
+        v.every_request_terminal(within_s=deadlines.ends_within_s),
+        v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.CLEAN_ERROR}),
+    )
+    convo = workload.conversations(
+        agents=4, rounds=3, words_per_round=200, max_tokens=60, deadlines=deadlines, retries=8, phase=Phase.FAULT
+    ).start()
     with faults.kill("router", when=gauge(*ROUTER_INFLIGHT[0]) > 0):
         pass  # leaving the block restarts smg and waits for its readiness
     convo.join()

@@ -57,7 +57,11 @@ class Menu:
 MENU = (
     Menu("none", None, lambda faults, **kw: contextlib.nullcontext()),
     Menu("kv link slowed", Capability.LINK_DELAY, lambda faults, **kw: faults.latency("kv", 150, **kw)),
-    Menu("bootstrap link slowed", Capability.PROXIED_BOOTSTRAP, lambda faults, **kw: faults.latency("bootstrap", 200, stream="upstream", **kw)),
+    Menu(
+        "bootstrap link slowed",
+        Capability.PROXIED_BOOTSTRAP,
+        lambda faults, **kw: faults.latency("bootstrap", 200, stream="upstream", **kw),
+    ),
     Menu("decode aborts everything", None, lambda faults, **kw: faults.abort_all("decode", **kw)),
 )
 
@@ -70,7 +74,9 @@ def test_soak(scenario, workload, faults, history, bounds, soak, seed):
     for _ in soak.cycles():
         pick = rng.choice(menu)
         rounds = rng.randint(2, 4)
-        convo = workload.conversations(agents=AGENTS, rounds=rounds, words_per_round=rng.choice((30, 300)), phase=Phase.FAULT).start()
+        convo = workload.conversations(
+            agents=AGENTS, rounds=rounds, words_per_round=rng.choice((30, 300)), phase=Phase.FAULT
+        ).start()
         done = sum(1 for o in history.ops(phase=Phase.FAULT) if o.outcome is Outcome.OK)
         # a seeded random moment within the cycle's first round: once that many more requests succeeded
         with pick.fault(faults, when=requests_done(history, done + rng.randrange(AGENTS), phase=Phase.FAULT)):

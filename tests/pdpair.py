@@ -31,7 +31,11 @@ class Leg:
 def pd_fields(stack: EmbeddedStack, room: int | None = None) -> dict[str, Any]:
     """The fields smg injects: the bootstrap address is the proxied one, as in the stack."""
     host, _, port = stack.info.proxies["bootstrap"]["listen"].rpartition(":")
-    return {"bootstrap_host": host, "bootstrap_port": int(port), "bootstrap_room": room if room is not None else _rng.randrange(1 << 63)}
+    return {
+        "bootstrap_host": host,
+        "bootstrap_port": int(port),
+        "bootstrap_room": room if room is not None else _rng.randrange(1 << 63),
+    }
 
 
 async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Leg:
@@ -47,7 +51,15 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> Le
     return Leg(r.status_code, parsed, r.text, time.monotonic() - t0)
 
 
-def send(stack: EmbeddedStack, path: str, body: dict[str, Any], *, legs: tuple[str, ...] = ("prefill", "decode"), timeout_s: float = 20.0, room: int | None = None) -> dict[str, Leg]:
+def send(
+    stack: EmbeddedStack,
+    path: str,
+    body: dict[str, Any],
+    *,
+    legs: tuple[str, ...] = ("prefill", "decode"),
+    timeout_s: float = 20.0,
+    room: int | None = None,
+) -> dict[str, Leg]:
     """POST the same body (with PD fields) to the chosen engines at once, as smg does."""
     full = {**body, **pd_fields(stack, room)}
 
@@ -75,7 +87,9 @@ def gauge(stack: EmbeddedStack, engine: str, name: str) -> float:
 
 
 @contextmanager
-def toxic(stack: EmbeddedStack, proxy: str, kind: str, *, stream: str = "downstream", **attributes: Any) -> Iterator[None]:
+def toxic(
+    stack: EmbeddedStack, proxy: str, kind: str, *, stream: str = "downstream", **attributes: Any
+) -> Iterator[None]:
     """A toxic for the duration of the block (without the rig's fault verification: these
     tests check pdsim, not the rig's faults), always removed by the rig's bounded heal."""
     name = f"test_{kind}_{stream}"

@@ -44,19 +44,51 @@ def _write(tmp_path: Path, doc: object) -> Path:
     "doc, message",
     [
         ({}, r"\(top level\): 'endpoints' is a required property"),
-        ({"endpoints": {k: v for k, v in GOOD["endpoints"].items() if k != "router"}}, r"endpoints: 'router' is a required property"),
-        ({**GOOD, "endpoints": {**GOOD["endpoints"], "decode": "127.0.0.1:30002"}}, r"endpoints\.decode: '127\.0\.0\.1:30002' does not match"),
-        ({**GOOD, "services": {"decode": {"running": "true", "kill": 5}}}, r"services\.decode\.kill: 5 is not of type 'string'"),
-        ({**GOOD, "services": {"decode": {"kill": "systemctl kill sglang-decode"}}}, r"services\.decode: 'running' is a required property"),
-        ({**GOOD, "services": {"decoder": {"running": "true"}}}, r"services: Additional properties are not allowed \('decoder' was unexpected\)"),
-        ({**GOOD, "timeouts": {"inflight_s": -1}}, r"timeouts\.inflight_s: -1 is less than or equal to the minimum of 0"),
-        ({**GOOD, "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}}}, r"endpoints\.toxiproxy: required when proxies are listed \(kv\)"),
-        ({**GOOD, "endpoints": {**GOOD["endpoints"], "decode_loads": "http://127.0.0.1:30002/v1/loads"}}, r"endpoints: 'prefill_loads' is a dependency of 'decode_loads'"),
+        (
+            {"endpoints": {k: v for k, v in GOOD["endpoints"].items() if k != "router"}},
+            r"endpoints: 'router' is a required property",
+        ),
+        (
+            {**GOOD, "endpoints": {**GOOD["endpoints"], "decode": "127.0.0.1:30002"}},
+            r"endpoints\.decode: '127\.0\.0\.1:30002' does not match",
+        ),
+        (
+            {**GOOD, "services": {"decode": {"running": "true", "kill": 5}}},
+            r"services\.decode\.kill: 5 is not of type 'string'",
+        ),
+        (
+            {**GOOD, "services": {"decode": {"kill": "systemctl kill sglang-decode"}}},
+            r"services\.decode: 'running' is a required property",
+        ),
+        (
+            {**GOOD, "services": {"decoder": {"running": "true"}}},
+            r"services: Additional properties are not allowed \('decoder' was unexpected\)",
+        ),
+        (
+            {**GOOD, "timeouts": {"inflight_s": -1}},
+            r"timeouts\.inflight_s: -1 is less than or equal to the minimum of 0",
+        ),
+        (
+            {**GOOD, "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}}},
+            r"endpoints\.toxiproxy: required when proxies are listed \(kv\)",
+        ),
+        (
+            {**GOOD, "endpoints": {**GOOD["endpoints"], "decode_loads": "http://127.0.0.1:30002/v1/loads"}},
+            r"endpoints: 'prefill_loads' is a dependency of 'decode_loads'",
+        ),
         ({**GOOD, "links": {"kv": {"blackhole": "x", "active": "y"}}}, r"links\.kv: 'heal' is a required property"),
         ({**GOOD, "links": {"kv": {"heal": "x", "active": "y"}}}, r"links\.kv: .* does not have enough properties"),
-        ({**GOOD, "links": {"bootstrap": {"blackhole": "x", "heal": "x", "active": "y"}}}, r"links: Additional properties are not allowed \('bootstrap' was unexpected\)"),
         (
-            {**GOOD, "endpoints": {**GOOD["endpoints"], "toxiproxy": "http://127.0.0.1:8474"}, "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}}, "links": {"kv": {"blackhole": "x", "heal": "x", "active": "y"}}},
+            {**GOOD, "links": {"bootstrap": {"blackhole": "x", "heal": "x", "active": "y"}}},
+            r"links: Additional properties are not allowed \('bootstrap' was unexpected\)",
+        ),
+        (
+            {
+                **GOOD,
+                "endpoints": {**GOOD["endpoints"], "toxiproxy": "http://127.0.0.1:8474"},
+                "proxies": {"kv": {"listen": "127.0.0.1:1", "upstream": "127.0.0.1:2"}},
+                "links": {"kv": {"blackhole": "x", "heal": "x", "active": "y"}},
+            },
             r"links\.kv: the link is also a Toxiproxy proxy",
         ),
         ("endpoints: [unclosed", r"is not valid YAML"),
@@ -76,8 +108,13 @@ def test_live_queue_counts_are_claimed_only_with_loads_endpoints(tmp_path):
     plain = AttachedStack.from_file(_write(tmp_path, GOOD), state_dir=tmp_path)
     assert Capability.LIVE_QUEUE_GAUGES not in plain.capabilities
     assert "prefill_loads" in plain.missing_reason(Capability.LIVE_QUEUE_GAUGES)
-    loads = {f"{e}_loads": GOOD["endpoints"][e] + "/v1/loads?include=core,disagg&format=prometheus" for e in ("prefill", "decode")}
-    live = AttachedStack.from_file(_write(tmp_path, {**GOOD, "endpoints": GOOD["endpoints"] | loads}), state_dir=tmp_path)
+    loads = {
+        f"{e}_loads": GOOD["endpoints"][e] + "/v1/loads?include=core,disagg&format=prometheus"
+        for e in ("prefill", "decode")
+    }
+    live = AttachedStack.from_file(
+        _write(tmp_path, {**GOOD, "endpoints": GOOD["endpoints"] | loads}), state_dir=tmp_path
+    )
     assert Capability.LIVE_QUEUE_GAUGES in live.capabilities
 
 
@@ -88,9 +125,19 @@ def test_link_faults_run_the_stack_files_commands_and_check_them(tmp_path):
     from chaos.errors import FaultNotApplied, FaultNotHealed
 
     rules = tmp_path / "rules"
-    links = {"kv": {"blackhole": f"echo drop > {rules}", "crawl": f"echo rate {{rate_kbit}} > {rules}", "heal": f"rm -f {rules}", "active": f"cat {rules}"}}
+    links = {
+        "kv": {
+            "blackhole": f"echo drop > {rules}",
+            "crawl": f"echo rate {{rate_kbit}} > {rules}",
+            "heal": f"rm -f {rules}",
+            "active": f"cat {rules}",
+        }
+    }
     stack = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": links}), state_dir=tmp_path)
-    assert {Capability.KV_LINK, Capability.TRANSFER_WINDOW} <= stack.capabilities and Capability.CONTROL_LINK not in stack.capabilities
+    assert {
+        Capability.KV_LINK,
+        Capability.TRANSFER_WINDOW,
+    } <= stack.capabilities and Capability.CONTROL_LINK not in stack.capabilities
     assert "links.control" in stack.missing_reason(Capability.CONTROL_LINK)
 
     crawl = stack.link_fault("kv", rate_kbit=32)
@@ -101,15 +148,21 @@ def test_link_faults_run_the_stack_files_commands_and_check_them(tmp_path):
     with pytest.raises(ConfigError, match="no links.kv.reset command"):
         stack.link_fault("kv", mode="reset")
 
-    broken = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "exit 3"}}}), state_dir=tmp_path)
+    broken = AttachedStack.from_file(
+        _write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "exit 3"}}}), state_dir=tmp_path
+    )
     with pytest.raises(FaultNotApplied, match="links.kv.blackhole exited 3"):
         broken.link_fault("kv", mode="blackhole").inject()
-    silent = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "true"}}}), state_dir=tmp_path)
+    silent = AttachedStack.from_file(
+        _write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "true"}}}), state_dir=tmp_path
+    )
     quiet = silent.link_fault("kv", mode="blackhole")
     quiet.inject()
     with pytest.raises(FaultNotApplied, match="links.kv.active exited 1 after blackhole"):
         quiet.verify()  # the command did nothing the link shows
-    stuck = AttachedStack.from_file(_write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "heal": "true"}}}), state_dir=tmp_path)
+    stuck = AttachedStack.from_file(
+        _write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "heal": "true"}}}), state_dir=tmp_path
+    )
     kept = stuck.link_fault("kv", mode="blackhole")
     kept.inject()
     kept.heal()
@@ -123,7 +176,11 @@ def test_missing_stack_file_and_missing_option_are_one_line_errors(tmp_path):
     r = run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "-q", "--co"], cwd=REPO_ROOT, timeout_s=60)
     assert r.returncode == 4 and "target attach needs --stack-file" in r.stderr, r.stderr[-500:]
     bad = _write(tmp_path, {"endpoints": {}})
-    r = run([sys.executable, "-m", "pytest", "suites", "--target", "attach", "--stack-file", str(bad), "-q", "--co"], cwd=REPO_ROOT, timeout_s=60)
+    r = run(
+        [sys.executable, "-m", "pytest", "suites", "--target", "attach", "--stack-file", str(bad), "-q", "--co"],
+        cwd=REPO_ROOT,
+        timeout_s=60,
+    )
     assert r.returncode == 4 and "endpoints: 'client' is a required property" in r.stderr, r.stderr[-500:]
 
 
@@ -159,7 +216,9 @@ def test_destructive_faults_need_the_opt_in(foreign):
     assert safe.is_running("decode")
     assert "state=ready" in safe.logs("decode")
     doctor = run([PDCHAOS, "doctor", "--stack-file", str(foreign), "--window", "1", "--probe", "--json"], timeout_s=60)
-    assert doctor.returncode == 0 and json.loads(doctor.stdout)["diagnosis"]["location"] == "no problem found", doctor.stdout + doctor.stderr
+    assert doctor.returncode == 0 and json.loads(doctor.stdout)["diagnosis"]["location"] == "no problem found", (
+        doctor.stdout + doctor.stderr
+    )
 
     armed = AttachedStack.from_file(foreign, allow_destructive=True)
     assert {Capability.PROCESS_CONTROL, Capability.KV_LINK, Capability.PROXIED_CLIENT} <= armed.capabilities
@@ -182,11 +241,29 @@ def _suite(stack_file: Path, *args: str, tmp: Path) -> subprocess.CompletedProce
 def test_suites_drive_a_foreign_deployment_through_its_stack_file(foreign, tmp_path):
     """decode_restart (process faults through the file's commands) and proxy_wedge (its
     Toxiproxy) pass against the attached stack, as they do on the embedded target."""
-    r = _suite(foreign, "suites/test_decode_restart.py::test_decode_killed_mid_transfer_then_restarted_alone", "suites/test_proxy_wedge.py", "--allow-destructive", tmp=tmp_path)
+    r = _suite(
+        foreign,
+        "suites/test_decode_restart.py::test_decode_killed_mid_transfer_then_restarted_alone",
+        "suites/test_proxy_wedge.py",
+        "--allow-destructive",
+        tmp=tmp_path,
+    )
     assert r.returncode == 0 and "5 passed" in r.stdout, r.stdout[-3000:]
 
 
 def test_without_the_opt_in_process_suites_skip_with_the_reason(foreign, tmp_path):
     r = _suite(foreign, "suites/test_decode_restart.py", tmp=tmp_path)
-    collected = len([ln for ln in run([sys.executable, "-m", "pytest", "suites/test_decode_restart.py", "--co", "-q"], cwd=REPO_ROOT, timeout_s=60).stdout.splitlines() if "::" in ln])
-    assert r.returncode == 0 and f"{collected} skipped" in r.stdout and "--allow-destructive" in r.stdout, r.stdout[-2000:]
+    collected = len(
+        [
+            ln
+            for ln in run(
+                [sys.executable, "-m", "pytest", "suites/test_decode_restart.py", "--co", "-q"],
+                cwd=REPO_ROOT,
+                timeout_s=60,
+            ).stdout.splitlines()
+            if "::" in ln
+        ]
+    )
+    assert r.returncode == 0 and f"{collected} skipped" in r.stdout and "--allow-destructive" in r.stdout, r.stdout[
+        -2000:
+    ]

@@ -40,7 +40,11 @@ def _compose_config(*files: str, env: dict[str, str] | None = None) -> subproces
     return run([*argv, "config", "--format", "json"], timeout_s=30, env=os.environ | (env or {}))
 
 
-SGLANG_ENV = {"PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"), "PDCHAOS_SGLANG_CPU": str(REPO_ROOT / "sglang_cpu"), "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py")}
+SGLANG_ENV = {
+    "PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"),
+    "PDCHAOS_SGLANG_CPU": str(REPO_ROOT / "sglang_cpu"),
+    "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py"),
+}
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -54,17 +58,23 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, variant):
     namespaced = variant == "compose-sglang-cpu"
     assert set(services) == {"toxiproxy", "prefill", "decode", "router"} | ({"netns"} if namespaced else set())
     for name, svc in services.items():
-        network = "service:netns" if namespaced and name in ("prefill", "decode") else "none" if name == "netns" else "host"
+        network = (
+            "service:netns" if namespaced and name in ("prefill", "decode") else "none" if name == "netns" else "host"
+        )
         assert svc["network_mode"] == network and svc["init"] is True, name
         assert "healthcheck" in svc, name
     if namespaced:
-        assert services["netns"]["cap_add"] == ["SYS_ADMIN"] and "privileged" not in services["netns"]  # setns, nothing more
+        assert (
+            services["netns"]["cap_add"] == ["SYS_ADMIN"] and "privileged" not in services["netns"]
+        )  # setns, nothing more
         assert all(v["read_only"] for v in services["netns"]["volumes"])
     if variant in GPU:
         for engine_name in ("prefill", "decode"):
             svc = services[engine_name]
             assert svc["image"].startswith("lmsysorg/sglang:")
-            assert "--enable-metrics" in svc["command"] and any(a.startswith("--disaggregation-mode=") for a in svc["command"])
+            assert "--enable-metrics" in svc["command"] and any(
+                a.startswith("--disaggregation-mode=") for a in svc["command"]
+            )
             assert svc["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
             assert svc["environment"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "3"
             # smg serves only the name the workers report; the rig sends SGLANG_MODEL (chaos/targets/registry.py)
@@ -73,9 +83,14 @@ def test_overlays_validate_and_keep_to_the_host_network(engine, variant):
         for engine_name in ("prefill", "decode"):
             svc = services[engine_name]
             # the launcher the local target runs too: one place for the engines' flags and variables
-            assert svc["entrypoint"] == ["/usr/bin/python3", "/opt/sglang-cpu/launch.py"] and svc["command"][0] == engine_name
+            assert (
+                svc["entrypoint"] == ["/usr/bin/python3", "/opt/sglang-cpu/launch.py"]
+                and svc["command"][0] == engine_name
+            )
             assert all(v["read_only"] for v in svc["volumes"])  # the host's venv and model, never written
-            assert "/v1/models" in svc["healthcheck"]["test"][-1]  # Docker's probe never generates: idle_watchdog's lone request stays alone
+            assert (
+                "/v1/models" in svc["healthcheck"]["test"][-1]
+            )  # Docker's probe never generates: idle_watchdog's lone request stays alone
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -87,10 +102,16 @@ def test_decode_radix_cache_is_the_stacks_to_switch(engine, variant):
         r = _compose_config(*VARIANTS[variant].overlays, env=SGLANG_ENV | {"ENGINE_DECODE_RADIX_CACHE": value})
         assert r.returncode == 0, r.stderr
         services = json.loads(r.stdout)["services"]
-        assert (flag in services["decode"]["command"]) is expected and flag not in services["prefill"]["command"], (value, services["decode"]["command"])
+        assert (flag in services["decode"]["command"]) is expected and flag not in services["prefill"]["command"], (
+            value,
+            services["decode"]["command"],
+        )
 
 
-@pytest.mark.skipif(not (REPO_ROOT / ".tools" / "sglang" / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`")
+@pytest.mark.skipif(
+    not (REPO_ROOT / ".tools" / "sglang" / "model" / ".ready").exists(),
+    reason="real SGLang not set up: run `make setup-sglang`",
+)
 @pytest.mark.xdist_group("sglang")  # with tests/test_sglang_cpu.py: one SGLang stack at a time
 def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconfig, tmp_path):
     """compose-sglang-cpu: the sglang-cpu engines as containers, driven by the compose
@@ -110,27 +131,36 @@ def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconf
     project = f"pdchaos-{stack.info.port_base}"
     try:
         assert set(stack.info.proxies) == {"client_router", "bootstrap"}
-        body = {"text": "The agent asked the router a question", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
+        body = {
+            "text": "The agent asked the router a question",
+            "sampling_params": {"max_new_tokens": 8, "temperature": 0},
+        }
         reply = httpx.post(f"{stack.info.endpoints['client']}/generate", json=body, timeout=30)
         assert reply.status_code == 200, reply.text
         assert len(reply.json()["output_ids"]) == 8
         assert "Receive: obj=GenerateReqInput" in stack.logs("decode")  # --log-requests, read through the target
-        for link, mode in ([("kv", "blackhole"), ("control", "reset")] if packet_links_possible() else []):
+        for link, mode in [("kv", "blackhole"), ("control", "reset")] if packet_links_possible() else []:
             fault = PacketFault(stack, link, mode=mode)
             fault.inject()
             try:
                 evidence = fault.verify()
                 t0 = time.monotonic()
                 try:
-                    got: object = httpx.post(f"{stack.info.endpoints['client']}/generate", json=body, timeout=4).status_code
+                    got: object = httpx.post(
+                        f"{stack.info.endpoints['client']}/generate", json=body, timeout=4
+                    ).status_code
                 except httpx.TimeoutException:
                     got = "timeout"
                 took = time.monotonic() - t0
             finally:
                 fault.heal()
             healed = fault.verify_healed()
-            assert got != 200 or took > 2.0, f"{fault.describe()}: a request crossed it untouched ({got} in {took:.2f}s); {evidence}"
-            assert fault._met is not None and fault._met.packets > 0, f"{fault.describe()} met none of the engines' traffic: {healed}"
+            assert got != 200 or took > 2.0, (
+                f"{fault.describe()}: a request crossed it untouched ({got} in {took:.2f}s); {evidence}"
+            )
+            assert fault._met is not None and fault._met.packets > 0, (
+                f"{fault.describe()} met none of the engines' traffic: {healed}"
+            )
     finally:
         factory.stop_all()
     assert project_containers(engine, project) == []
@@ -166,7 +196,9 @@ def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factor
     try:
         assert len(project_containers(engine, project)) == 4
         status = json.loads(cli("status").stdout)
-        assert status["kind"] == "compose" and all(s["running"] and not s["frozen"] for s in status["services"].values())
+        assert status["kind"] == "compose" and all(
+            s["running"] and not s["frozen"] for s in status["services"].values()
+        )
         assert cli("svc", "freeze", "decode").returncode == 0
         assert cli("svc", "frozen", "decode").returncode == 0
         assert cli("svc", "thaw", "decode").returncode == 0
@@ -203,7 +235,12 @@ def test_a_crashed_sessions_containers_are_reaped(engine, tmp_path, stack_factor
     assert r.returncode == -9, r.stderr
     project = f"pdchaos-{base}"
     assert len(project_containers(engine, project)) == 4
-    r = run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(reap_orphans())"], cwd=REPO_ROOT, env=env, timeout_s=120)
+    r = run(
+        [sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(reap_orphans())"],
+        cwd=REPO_ROOT,
+        env=env,
+        timeout_s=120,
+    )
     assert r.returncode == 0 and "state" in r.stdout, r.stderr
     assert project_containers(engine, project) == []
     assert [n.name for n in engine.networks.list() if "pdchaos" in n.name] == []

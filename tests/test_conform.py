@@ -62,10 +62,19 @@ def _pdsim(cases: list[tuple[str, str | None]], monkeypatch: pytest.MonkeyPatch)
     return out
 
 
-@pytest.mark.skipif(not (SGLANG_HOME / "venv" / "bin" / "python").exists(), reason="real SGLang not set up: run `make setup-sglang`")
+@pytest.mark.skipif(
+    not (SGLANG_HOME / "venv" / "bin" / "python").exists(), reason="real SGLang not set up: run `make setup-sglang`"
+)
 def test_timeout_variables_parse_as_in_sglang(monkeypatch):
     cases = [(name, value) for name in VARIABLES for value in VALUES]
     want, got = _sglang(cases), _pdsim(cases, monkeypatch)
     diff = [(case, w, g) for case, w, g in zip(cases, want, got) if w != g]
-    assert not diff, "pdsim parses differently from SGLang:\n" + "\n".join(f"{c}: sglang {w} pdsim {g}" for c, w, g in diff)
-    assert want[VALUES.index("3.0")] == [300, ['Invalid value for SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT: "3.0" is not a valid integer value, using default "300"']]
+    assert not diff, "pdsim parses differently from SGLang:\n" + "\n".join(
+        f"{c}: sglang {w} pdsim {g}" for c, w, g in diff
+    )
+    assert want[VALUES.index("3.0")] == [
+        300,
+        [
+            'Invalid value for SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT: "3.0" is not a valid integer value, using default "300"'
+        ],
+    ]

@@ -56,7 +56,9 @@ def test_no_inflight_watchdog_pins_a_transfer_to_a_frozen_decode(start):
     body = {"input_ids": list(range(1, 1501)), "sampling_params": {"max_new_tokens": 4}}  # 1.5 s forward
     th, out = background(lambda: send(s, "/generate", body, timeout_s=t["inflight_s"] + 6))
     try:
-        wait_until(lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode sent metadata")
+        wait_until(
+            lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode sent metadata"
+        )
         s.freeze("decode")
         th.join(timeout=t["inflight_s"] + 3.5)
         assert gauge(s, "prefill", "num_prefill_inflight_queue_reqs") == 1  # pinned past the watchdog
@@ -94,7 +96,11 @@ def test_client_abort_frees_decode_unless_leak_on_abort(start, defects):
     s = start(defects)
     _abort_mid_stream(s)
     if not defects:
-        wait_until(lambda: gauge(s, "decode", "num_running_reqs") == 0 and gauge(s, "decode", "num_used_tokens") == 0, timeout_s=3, what="decode freed")
+        wait_until(
+            lambda: gauge(s, "decode", "num_running_reqs") == 0 and gauge(s, "decode", "num_used_tokens") == 0,
+            timeout_s=3,
+            what="decode freed",
+        )
         return
     with pytest.raises(Exception, match="decode freed"):
         wait_until(lambda: gauge(s, "decode", "num_running_reqs") == 0, timeout_s=3, what="decode freed")
@@ -162,7 +168,18 @@ def _ask_concurrently(s, prompts: list[str]) -> list[str]:
 
     async def go() -> list[str]:
         async with httpx.AsyncClient(base_url=s.info.endpoints["client"], timeout=httpx.Timeout(20, connect=2)) as c:
-            rs = await asyncio.gather(*(c.post("/generate", json={"text": p, "sampling_params": {"max_new_tokens": 16, "ignore_eos": True, "temperature": 0}}) for p in prompts))
+            rs = await asyncio.gather(
+                *(
+                    c.post(
+                        "/generate",
+                        json={
+                            "text": p,
+                            "sampling_params": {"max_new_tokens": 16, "ignore_eos": True, "temperature": 0},
+                        },
+                    )
+                    for p in prompts
+                )
+            )
         return [r.json()["text"] for r in rs]
 
     return asyncio.run(go())
@@ -180,11 +197,15 @@ def test_concurrent_replies_match_their_baseline_unless_room_mixup(start, defect
 
 def test_context_truncation_drops_earlier_turns(stack, start):
     s = start("context_truncation")
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 30} for i in range(12)]
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 30} for i in range(12)
+    ]
     body = {"model": "pdsim/deterministic-1", "messages": messages, "max_tokens": 2}
 
     def prompt_tokens(target) -> int:
-        return httpx.post(target.info.endpoints["client"] + "/v1/chat/completions", json=body, timeout=10).json()["usage"]["prompt_tokens"]
+        return httpx.post(target.info.endpoints["client"] + "/v1/chat/completions", json=body, timeout=10).json()[
+            "usage"
+        ]["prompt_tokens"]
 
     full, truncated = prompt_tokens(stack), prompt_tokens(s)
     assert truncated < full, (truncated, full)
@@ -213,7 +234,9 @@ def test_no_heartbeat_never_notices_a_lost_prefill(start):
     s = start("no_heartbeat")
     t = s.info.config["timeouts"]
     th, out = background(lambda: send(s, "/generate", BODY, legs=("decode",), timeout_s=t["waiting_s"] + 3))
-    wait_until(lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode room waiting")
+    wait_until(
+        lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode room waiting"
+    )
     with proxy_down(s, "bootstrap"):
         th.join(timeout=t["waiting_s"] + 5)
     d = out["value"]["decode"]
@@ -300,7 +323,10 @@ def test_cached_prefix_replies_equal_uncached_ones_unless_decode_prefix_kv_mispl
     cached prefix; its reply must equal the one it gets after ``/flush_cache`` (prefill's KV
     alone), and with the defect it does not."""
     s = start(defects, decode_radix_cache=True)
-    first = {"input_ids": list(range(1, 101)), "sampling_params": {"max_new_tokens": 4, "ignore_eos": True, "temperature": 0}}
+    first = {
+        "input_ids": list(range(1, 101)),
+        "sampling_params": {"max_new_tokens": 4, "ignore_eos": True, "temperature": 0},
+    }
     reply = send(s, "/generate", first)["decode"].body["output_ids"]
     longer = {**first, "input_ids": [*first["input_ids"], *reply, *range(200, 220)]}
     cached = send(s, "/generate", longer)["decode"].body["output_ids"]
@@ -318,10 +344,17 @@ def test_aborted_kv_lands_in_the_next_owner_only_with_abort_frees_kv_mid_transfe
     client = s.info.endpoints["client"] + "/generate"
     owner = {"text": "the next owner", "sampling_params": {"max_new_tokens": 300, "ignore_eos": True, "temperature": 0}}
     baseline = httpx.post(client, json=owner, timeout=20).json()["text"]
-    aborted = {"input_ids": list(range(1, 401)), "sampling_params": {"max_new_tokens": 4}}  # a 0.4 s forward, then 400 KB of KV
+    aborted = {
+        "input_ids": list(range(1, 401)),
+        "sampling_params": {"max_new_tokens": 4},
+    }  # a 0.4 s forward, then 400 KB of KV
     with toxic(s, "kv", "bandwidth", stream="upstream", rate=50):  # the KV crosses in 8 s
         with pytest.raises(httpx.ReadTimeout):
             httpx.post(client, json=aborted, timeout=httpx.Timeout(1.5, connect=2))  # hung up on mid-transfer
-        wait_until(lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") == 0, timeout_s=3, what="decode let the aborted room go")
+        wait_until(
+            lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") == 0,
+            timeout_s=3,
+            what="decode let the aborted room go",
+        )
         reply = httpx.post(client, json=owner, timeout=20).json()["text"]  # 3 s of decoding while the rest crosses
     assert (reply != baseline) == bool(defects)

@@ -144,7 +144,10 @@ def test_rotating_load_is_no_problem_even_if_a_slow_sampler_reads_it_pinned(stac
 
 def test_cli_prints_the_diagnosis_and_writes_reports(stack, tmp_path):
     state = Path(stack.info.state_dir)
-    r = run([PDCHAOS, "--state-dir", str(state), "doctor", "--window", "1", "--probe", "--reports-dir", str(tmp_path)], timeout_s=60)
+    r = run(
+        [PDCHAOS, "--state-dir", str(state), "doctor", "--window", "1", "--probe", "--reports-dir", str(tmp_path)],
+        timeout_s=60,
+    )
     assert r.returncode == 0, r.stderr
     assert "diagnosis: no problem found" in r.stdout and "prefill inflight" in r.stdout
     assert list(tmp_path.glob("doctor-*/doctor.json")) and list(tmp_path.glob("doctor-*/timeline.png"))
@@ -163,17 +166,23 @@ def _series(values: list[float], dt: float = 0.05) -> list[tuple[float, float]]:
 def test_pinned_with_flat_progress_is_stuck_and_moving_progress_is_slow():
     gauge = _series([2.0] * 100)
     stuck = hop_stats(HOP["prefill inflight"], gauge, {"num_requests_total": _series([5.0] * 100)})
-    slow = hop_stats(HOP["prefill inflight"], gauge, {"num_requests_total": _series([float(i // 10) for i in range(100)])})
+    slow = hop_stats(
+        HOP["prefill inflight"], gauge, {"num_requests_total": _series([float(i // 10) for i in range(100)])}
+    )
     assert (stuck.shape, stuck.verdict) == ("pinned", "stuck")
     assert (slow.shape, slow.verdict) == ("pinned", "slow")
-    d = diagnose([stuck, hop_stats(HOP["router"], _series([2.0] * 100), {})], unreachable={}, probes={}, open_requests={})
+    d = diagnose(
+        [stuck, hop_stats(HOP["router"], _series([2.0] * 100), {})], unreachable={}, probes={}, open_requests={}
+    )
     assert (d.location, d.state) == ("prefill inflight", "stuck")
 
 
 def test_a_slow_sampler_reads_rotating_load_as_pinned():
     # busy 0.9 s, empty 0.15 s, over 12 s: rotating at 20 Hz
     values = [0.0 if (i * 0.05) % 1.05 >= 0.9 else 1.0 for i in range(240)]
-    st = hop_stats(HOP["prefill inflight"], _series(values), {"num_requests_total": _series(list(map(float, range(240))))})
+    st = hop_stats(
+        HOP["prefill inflight"], _series(values), {"num_requests_total": _series(list(map(float, range(240))))}
+    )
     assert st.shape == "rotating" and st.verdict == "flowing"
     assert 0 < (st.coarse_pinned_share or 0) < 1
     assert coarse_pinned_share(_series([1.0] * 10)) is None  # shorter than one 3 s period
@@ -196,5 +205,17 @@ def test_open_requests_from_real_sglang_logs():
 
     old = "\n".join([line("Receive", "lost-in-the-crash")])
     restarted = "[2026-12-01 03:13:13] server_args={'model_path': '/m', 'disaggregation_mode': 'decode'}"
-    text = "\n".join([old, restarted, line("Receive", "HEALTH_CHECK_1"), line("Receive", "a1"), line("Receive", "b2"), line("Finish", "a1")])
-    assert open_requests({"decode": text, "prefill": line("Receive", "p1")}, since=0) == {"decode, stage not logged": ["b2"], "prefill, stage not logged": ["p1"]}
+    text = "\n".join(
+        [
+            old,
+            restarted,
+            line("Receive", "HEALTH_CHECK_1"),
+            line("Receive", "a1"),
+            line("Receive", "b2"),
+            line("Finish", "a1"),
+        ]
+    )
+    assert open_requests({"decode": text, "prefill": line("Receive", "p1")}, since=0) == {
+        "decode, stage not logged": ["b2"],
+        "prefill, stage not logged": ["p1"],
+    }

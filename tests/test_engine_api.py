@@ -20,12 +20,24 @@ def test_info_endpoints_have_sglang_shape(stack, engine):
     for path in ("/server_info", "/get_server_info"):
         info = httpx.get(base + path, timeout=5).json()
         assert info["disaggregation_mode"] == engine
-        assert {"model_path", "served_model_name", "tokenizer_path", "disaggregation_bootstrap_port", "tp_size", "dp_size", "max_running_requests", "version"} <= info.keys()
+        assert {
+            "model_path",
+            "served_model_name",
+            "tokenizer_path",
+            "disaggregation_bootstrap_port",
+            "tp_size",
+            "dp_size",
+            "max_running_requests",
+            "version",
+        } <= info.keys()
     for path in ("/model_info", "/get_model_info"):
         info = httpx.get(base + path, timeout=5).json()
         assert info["is_generation"] is True and info["model_path"] == MODEL
     loads = httpx.get(base + "/v1/loads", timeout=5).json()
-    assert loads["dp_rank_count"] == 1 and {"num_running_reqs", "num_waiting_reqs", "token_usage", "max_running_requests"} <= loads["loads"][0].keys()
+    assert (
+        loads["dp_rank_count"] == 1
+        and {"num_running_reqs", "num_waiting_reqs", "token_usage", "max_running_requests"} <= loads["loads"][0].keys()
+    )
     assert "sglang:num_running_reqs" in httpx.get(base + "/metrics", timeout=5).text
     r = httpx.post(base + "/abort_request", json={"rid": "nothing-matches"}, timeout=5)
     assert r.status_code == 200 and r.text == ""
@@ -33,14 +45,21 @@ def test_info_endpoints_have_sglang_shape(stack, engine):
     # test left to time out, then the idle engine must answer 200
     from chaos.wait import wait_until
 
-    wait_until(lambda: httpx.get(base + "/flush_cache", timeout=5).status_code == 200, timeout_s=stack.info.config["timeouts"]["waiting_s"] + 2, what=f"{engine} idle and flushed")
+    wait_until(
+        lambda: httpx.get(base + "/flush_cache", timeout=5).status_code == 200,
+        timeout_s=stack.info.config["timeouts"]["waiting_s"] + 2,
+        what=f"{engine} idle and flushed",
+    )
 
 
 @pytest.mark.parametrize("engine", ["prefill", "decode"])
 def test_request_without_bootstrap_room_is_400_with_sglang_message(stack, engine):
     r = httpx.post(stack.info.endpoints[engine] + "/generate", json={"text": "hi", "rid": "r-no-room"}, timeout=5)
     assert r.status_code == 400
-    assert r.json()["error"]["message"] == "Invalid request: Disaggregated request received without bootstrap room id. req.rid='r-no-room'"
+    assert (
+        r.json()["error"]["message"]
+        == "Invalid request: Disaggregated request received without bootstrap room id. req.rid='r-no-room'"
+    )
 
 
 def test_too_long_prompt_is_400(stack):
@@ -61,7 +80,11 @@ def test_bootstrap_server_routes(stack):
 
 
 def test_prefill_answers_first_token_after_transfer_and_decode_continues(stack):
-    legs = send(stack, "/generate", {"text": "the quick brown fox", "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}})
+    legs = send(
+        stack,
+        "/generate",
+        {"text": "the quick brown fox", "sampling_params": {"max_new_tokens": 6, "ignore_eos": True}},
+    )
     p, d = legs["prefill"], legs["decode"]
     assert p.status == 200 and d.status == 200
     assert p.body["meta_info"]["finish_reason"] == {"type": "length", "length": 0}
@@ -76,11 +99,14 @@ def _client(stack) -> httpx.Client:
 
 
 def _sse(lines: list[str]) -> list[str]:
-    return [ln[len("data: "):] for ln in lines if ln.startswith("data: ")]
+    return [ln[len("data: ") :] for ln in lines if ln.startswith("data: ")]
 
 
 def test_generate_non_stream_and_stream_through_client_router(stack):
-    body = {"text": "tell me about fjords", "sampling_params": {"max_new_tokens": 5, "ignore_eos": True, "temperature": 0}}
+    body = {
+        "text": "tell me about fjords",
+        "sampling_params": {"max_new_tokens": 5, "ignore_eos": True, "temperature": 0},
+    }
     with _client(stack) as c:
         one = c.post("/generate", json=body).json()
         assert one["meta_info"]["completion_tokens"] == 5 and one["text"]
@@ -97,12 +123,20 @@ def test_generate_non_stream_and_stream_through_client_router(stack):
 def test_chat_non_stream_and_stream_with_usage_through_client_router(stack):
     import json
 
-    body = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "ignore_eos": True, "temperature": 0}
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 4,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
     with _client(stack) as c:
         one = c.post("/v1/chat/completions", json=body).json()
         assert one["object"] == "chat.completion"
         assert one["usage"]["completion_tokens"] == 4 and one["usage"]["prompt_tokens"] > 0
-        with c.stream("POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}) as r:
+        with c.stream(
+            "POST", "/v1/chat/completions", json={**body, "stream": True, "stream_options": {"include_usage": True}}
+        ) as r:
             events = _sse(list(r.iter_lines()))
     chunks = [json.loads(e) for e in events[:-1]]
     assert events[-1] == "[DONE]"
@@ -132,7 +166,13 @@ def test_replies_are_a_function_of_the_context(stack):
     names a seed."""
 
     def ask(content: str, **sampling: object) -> str:
-        body = {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": 8, "ignore_eos": True, **sampling}
+        body = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": content}],
+            "max_tokens": 8,
+            "ignore_eos": True,
+            **sampling,
+        }
         with _client(stack) as c:
             return c.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
 
@@ -144,13 +184,33 @@ def test_replies_are_a_function_of_the_context(stack):
 
 def test_stop_and_max_tokens(stack):
     with _client(stack) as c:
-        full = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0}}).json()
+        full = c.post(
+            "/generate",
+            json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0}},
+        ).json()
         words = full["text"].split()
-        cut = c.post("/generate", json={"text": "stop test", "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0, "stop": [words[2]]}}).json()
+        cut = c.post(
+            "/generate",
+            json={
+                "text": "stop test",
+                "sampling_params": {"max_new_tokens": 8, "ignore_eos": True, "temperature": 0, "stop": [words[2]]},
+            },
+        ).json()
     assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": words[2]}
     assert cut["text"].split() == words[:3]
 
 
 def test_extra_fields_from_smg_are_accepted(stack):
-    legs = send(stack, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 1}, "return_text_in_logprobs": False, "log_metrics": True, "background": False, "model": "unknown"})
+    legs = send(
+        stack,
+        "/generate",
+        {
+            "text": "x",
+            "sampling_params": {"max_new_tokens": 1},
+            "return_text_in_logprobs": False,
+            "log_metrics": True,
+            "background": False,
+            "model": "unknown",
+        },
+    )
     assert legs["decode"].status == 200

@@ -143,7 +143,11 @@ def test_network_faults_verify_their_effect_and_heal(stack, faults, history, mak
 def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
     import threading
 
-    body = {"model": "pdsim/deterministic-1", "messages": [{"role": "user", "content": "word " * 1500}], "max_tokens": 2}
+    body = {
+        "model": "pdsim/deterministic-1",
+        "messages": [{"role": "user", "content": "word " * 1500}],
+        "max_tokens": 2,
+    }
     th = threading.Thread(target=workload.request, args=("/v1/chat/completions", body))
     th.start()
     faults.wait(gauge("prefill", "num_running_reqs") > 0, deadline_s=10)
@@ -174,7 +178,10 @@ def test_until_heals_as_soon_as_its_condition_holds(history, sampler, faults):
         pass  # nothing in flight: the condition holds at the next sample
     assert time.monotonic() - t0 < 3
     assert stages(history)[-2:] == ["healed", "heal_verified"]
-    assert any(isinstance(r, TriggerFired) and r.trigger.startswith("heal once router:smg_worker_requests_active") for r in history.records)
+    assert any(
+        isinstance(r, TriggerFired) and r.trigger.startswith("heal once router:smg_worker_requests_active")
+        for r in history.records
+    )
 
 
 def test_until_that_never_holds_heals_after_hold_s_without_a_rig_error(history, sampler, faults):
@@ -207,5 +214,7 @@ def test_a_fault_names_the_engines_it_strikes():
     toxic = Toxic("t", "timeout", "downstream", 1.0, {})
     assert Kill(None, "decode").implicates == ("decode",) and Freeze(None, "prefill").implicates == ("prefill",)
     assert Restart(None, "router").implicates == () and AbortAll(None, "prefill").implicates == ("prefill",)
-    assert ToxicFault(None, "kv", toxic).implicates == ("prefill", "decode") == ProxyDown(None, "bootstrap", "").implicates
+    assert (
+        ToxicFault(None, "kv", toxic).implicates == ("prefill", "decode") == ProxyDown(None, "bootstrap", "").implicates
+    )
     assert ToxicFault(None, "client_router", toxic).implicates == () == ClientFault("bad requests").implicates

@@ -72,38 +72,70 @@ def test_a_ready_host_passes_every_check_and_names_the_digests_to_pin(cache):
 
 
 def test_each_missing_piece_is_named_with_its_fix(cache, tmp_path):
-    no_gpu = check_host("compose-gpu", good_host(**{"nvidia-smi --query-gpu=index": (127, "nvidia-smi: not found")}), {"HF_CACHE": str(cache)})
+    no_gpu = check_host(
+        "compose-gpu",
+        good_host(**{"nvidia-smi --query-gpu=index": (127, "nvidia-smi: not found")}),
+        {"HF_CACHE": str(cache)},
+    )
     assert states(no_gpu)["GPUs"] == MISSING and "NVIDIA driver" in no_gpu[0].fix
     absent = check_host("compose-gpu", good_host(), {"HF_CACHE": str(cache), "PDCHAOS_GPUS": "2,3"})
     assert absent[0].state == MISSING and "PDCHAOS_GPUS names 2,3, not on this host" in absent[0].found
-    no_toolkit = check_host("compose-gpu", good_host(**{"docker info": (0, json.dumps(DOCKER_INFO | {"Runtimes": {"runc": {}}}))}), {"HF_CACHE": str(cache)})
+    no_toolkit = check_host(
+        "compose-gpu",
+        good_host(**{"docker info": (0, json.dumps(DOCKER_INFO | {"Runtimes": {"runc": {}}}))}),
+        {"HF_CACHE": str(cache)},
+    )
     assert states(no_toolkit)["NVIDIA Container Toolkit"] == MISSING
-    no_images = check_host("compose-gpu", good_host(**{"docker image inspect": (1, "Error: No such image")}), {"HF_CACHE": str(cache)})
+    no_images = check_host(
+        "compose-gpu", good_host(**{"docker image inspect": (1, "Error: No such image")}), {"HF_CACHE": str(cache)}
+    )
     assert [c.fix for c in no_images if c.name.startswith("image")] == ["make gpu-pull (docs/gpu.md step 3)"] * 3
-    no_model = check_host("compose-gpu", good_host(), {"HF_CACHE": str(cache), "SGLANG_MODEL": "meta-llama/Llama-3.1-8B-Instruct"})
-    assert states(no_model)["model"] == MISSING and "make gpu-model" in next(c.fix for c in no_model if c.name == "model")
+    no_model = check_host(
+        "compose-gpu", good_host(), {"HF_CACHE": str(cache), "SGLANG_MODEL": "meta-llama/Llama-3.1-8B-Instruct"}
+    )
+    assert states(no_model)["model"] == MISSING and "make gpu-model" in next(
+        c.fix for c in no_model if c.name == "model"
+    )
     no_cache = check_host("compose-gpu", good_host(), {"HF_CACHE": str(tmp_path / "nowhere")})
     assert "does not exist" in next(c.found for c in no_cache if c.name == "model")
     full_disk = check_host("compose-gpu", FakeHost(good_host().answers, free_gb=3.0), {"HF_CACHE": str(cache)})
     assert states(full_disk)["Docker's disk"] == MISSING and states(full_disk)["cache disk"] == MISSING
-    no_docker = check_host("compose-gpu", good_host(**{"docker info": (1, "Cannot connect to the Docker daemon")}), {"HF_CACHE": str(cache)})
+    no_docker = check_host(
+        "compose-gpu",
+        good_host(**{"docker info": (1, "Cannot connect to the Docker daemon")}),
+        {"HF_CACHE": str(cache)},
+    )
     assert states(no_docker)["Docker"] == MISSING and not any(c.name.startswith("image") for c in no_docker)
 
 
 def test_a_gpu_in_use_or_an_old_driver_is_a_warning_not_a_refusal(cache):
     busy = SMI.replace("23034, 1, 575", "23034, 9000, 575", 1)
-    checks = check_host("compose-gpu", good_host(**{"nvidia-smi --query-gpu=index": (0, busy)}), {"HF_CACHE": str(cache)})
-    assert states(checks)["GPUs idle"] == WARNING and "0 (9000 MiB used)" in next(c.found for c in checks if c.name == "GPUs idle")
-    old = check_host("compose-gpu", good_host(**{"nvidia-smi --query-gpu=driver_version": (0, "550.54.15\n")}), {"HF_CACHE": str(cache)})
-    assert states(old)["driver"] == WARNING and "older than CUDA 12.9's 575.51" in next(c.found for c in old if c.name == "driver")
-    cu130 = check_host("compose-gpu", good_host(), {"HF_CACHE": str(cache), "SGLANG_IMAGE": "lmsysorg/sglang:v0.5.23-cu130"})
+    checks = check_host(
+        "compose-gpu", good_host(**{"nvidia-smi --query-gpu=index": (0, busy)}), {"HF_CACHE": str(cache)}
+    )
+    assert states(checks)["GPUs idle"] == WARNING and "0 (9000 MiB used)" in next(
+        c.found for c in checks if c.name == "GPUs idle"
+    )
+    old = check_host(
+        "compose-gpu",
+        good_host(**{"nvidia-smi --query-gpu=driver_version": (0, "550.54.15\n")}),
+        {"HF_CACHE": str(cache)},
+    )
+    assert states(old)["driver"] == WARNING and "older than CUDA 12.9's 575.51" in next(
+        c.found for c in old if c.name == "driver"
+    )
+    cu130 = check_host(
+        "compose-gpu", good_host(), {"HF_CACHE": str(cache), "SGLANG_IMAGE": "lmsysorg/sglang:v0.5.23-cu130"}
+    )
     assert states(cu130)["driver"] == WARNING  # 575 runs 12.9, not 13.0
 
 
 def test_rdma_is_checked_only_for_its_target(cache):
     tcp = check_host("compose-gpu", good_host(), {"HF_CACHE": str(cache)})
     rdma = check_host("compose-gpu-rdma", good_host(), {"HF_CACHE": str(cache), "SGLANG_IB_DEVICE": "mlx5_9"})
-    assert "RDMA" not in states(tcp) and states(rdma)["RDMA"] == MISSING  # this machine has no /dev/infiniband, or no mlx5_9
+    assert (
+        "RDMA" not in states(tcp) and states(rdma)["RDMA"] == MISSING
+    )  # this machine has no /dev/infiniband, or no mlx5_9
 
 
 def test_make_suites_gpu_on_a_host_without_a_gpu_says_so_and_starts_nothing():
@@ -111,7 +143,11 @@ def test_make_suites_gpu_on_a_host_without_a_gpu_says_so_and_starts_nothing():
     no pytest session; the message names each missing piece."""
     out = subprocess.run(
         ["scripts/gpu.sh", "suites", "-k", "decode_restart"],
-        cwd=REPO_ROOT, env=os.environ | {"PDCHAOS_TARGET": "compose-gpu", "HF_CACHE": "/nonexistent"}, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        env=os.environ | {"PDCHAOS_TARGET": "compose-gpu", "HF_CACHE": "/nonexistent"},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     assert "missing: GPUs" in out.stderr and "nothing was started" in out.stderr

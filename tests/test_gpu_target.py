@@ -30,11 +30,17 @@ from chaos.targets.registry import GPU
 from chaos.tools import REPO_ROOT
 
 VENV = REPO_ROOT / ".tools" / "sglang" / "venv"
-needs_sglang_venv = pytest.mark.skipif(not (VENV / "bin" / "python").exists(), reason="real SGLang not set up: run `make setup-sglang`")
-needs_compose = pytest.mark.skipif(shutil.which("docker") is None, reason="no docker CLI with Compose: run scripts/docker-setup.sh")
+needs_sglang_venv = pytest.mark.skipif(
+    not (VENV / "bin" / "python").exists(), reason="real SGLang not set up: run `make setup-sglang`"
+)
+needs_compose = pytest.mark.skipif(
+    shutil.which("docker") is None, reason="no docker CLI with Compose: run scripts/docker-setup.sh"
+)
 
 
-def render(variant: str, env: dict[str, str], project: str = "pdchaos-dry-run", compose_dir: Path = REPO_ROOT / "compose") -> dict[str, Any]:
+def render(
+    variant: str, env: dict[str, str], project: str = "pdchaos-dry-run", compose_dir: Path = REPO_ROOT / "compose"
+) -> dict[str, Any]:
     """The merged Compose model of ``variant`` for a stack's variables, as `up` would run it."""
     argv = ["docker", "compose", "-p", project]
     for f in ("stack.yaml", *VARIANTS[variant].overlays):
@@ -51,14 +57,26 @@ _LISTEN = re.compile(r'"listen":\s*"127\.0\.0\.1:(\d+)"')
 def binds(model: dict[str, Any]) -> set[int]:
     """The host ports a rendered stack binds: every ``--…port=N`` of a command, and every
     Toxiproxy listener (the engines' other ports are ephemeral: the kernel keeps them apart)."""
-    ports = {int(m.group(1)) for svc in model["services"].values() for arg in svc.get("command") or [] if (m := _PORT_FLAG.match(str(arg)))}
-    ports |= {int(p) for config in model.get("configs", {}).values() for p in _LISTEN.findall(config.get("content", ""))}
+    ports = {
+        int(m.group(1))
+        for svc in model["services"].values()
+        for arg in svc.get("command") or []
+        if (m := _PORT_FLAG.match(str(arg)))
+    }
+    ports |= {
+        int(p) for config in model.get("configs", {}).values() for p in _LISTEN.findall(config.get("content", ""))
+    }
     return ports
 
 
 def gpus(model: dict[str, Any]) -> list[str]:
     """Every GPU a rendered stack's services reserve, one entry per reservation."""
-    return sorted(d for svc in model["services"].values() for dev in svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", []) for d in dev.get("device_ids", []))
+    return sorted(
+        d
+        for svc in model["services"].values()
+        for dev in svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+        for d in dev.get("device_ids", [])
+    )
 
 
 def clashes(models: list[dict[str, Any]]) -> list[str]:
@@ -74,7 +92,9 @@ def clashes(models: list[dict[str, Any]]) -> list[str]:
     return found
 
 
-def side_by_side(variant: str, pool: GpuPool, n: int, compose_dir: Path = REPO_ROOT / "compose") -> list[dict[str, Any]]:
+def side_by_side(
+    variant: str, pool: GpuPool, n: int, compose_dir: Path = REPO_ROOT / "compose"
+) -> list[dict[str, Any]]:
     """``n`` stacks as a session starts them (the session's, then modules' own): port bases
     from the run's allocator, GPUs from its pool."""
     ports = PortAllocator(21000, "gw0")
@@ -110,8 +130,22 @@ def test_the_pool_comes_from_pdchaos_gpus(monkeypatch):
 
 def _collected(gpus: str) -> list[str]:
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "suites", "--target=compose-gpu", "--collect-only", "-q", "-p", "no:cacheprovider"],
-        cwd=REPO_ROOT, env=os.environ | {"PDCHAOS_GPUS": gpus}, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "suites",
+            "--target=compose-gpu",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+        ],
+        cwd=REPO_ROOT,
+        env=os.environ | {"PDCHAOS_GPUS": gpus},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     return [line.split("::")[0] for line in out.stdout.splitlines() if "::" in line]
@@ -183,8 +217,15 @@ print(json.dumps(out))
 def sglang_parse(*argvs: list[str]) -> list[dict[str, Any]]:
     """Each command line through SGLang's ``prepare_server_args``, in one process (its import
     takes seconds): the parsed arguments, or the exit status and message argparse gave."""
-    env = {"PATH": "/usr/bin:/bin", "SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": str(REPO_ROOT / "sglang_cpu" / "shim"), "HF_HUB_OFFLINE": "1"}
-    parsed = run([str(VENV / "bin" / "python"), "-c", _SGLANG_PARSE, json.dumps(argvs)], timeout_s=180, env=env, cwd="/tmp")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "SGLANG_USE_CPU_ENGINE": "1",
+        "PYTHONPATH": str(REPO_ROOT / "sglang_cpu" / "shim"),
+        "HF_HUB_OFFLINE": "1",
+    }
+    parsed = run(
+        [str(VENV / "bin" / "python"), "-c", _SGLANG_PARSE, json.dumps(argvs)], timeout_s=180, env=env, cwd="/tmp"
+    )
     assert parsed.returncode == 0, parsed.stderr[-1500:]
     return list(json.loads(parsed.stdout.strip().splitlines()[-1]))
 
@@ -199,29 +240,49 @@ def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(variant):
     variable the engines get is one the pinned SGLang, Mooncake or huggingface_hub reads; the
     transport is the variant's (TCP forced, or RDMA with the host's devices)."""
     plan = PortPlan(30000)
-    services = render(variant, plan.as_env() | {"SGLANG_IB_DEVICE": "mlx5_0" if variant == "compose-gpu-rdma" else ""})["services"]
+    services = render(variant, plan.as_env() | {"SGLANG_IB_DEVICE": "mlx5_0" if variant == "compose-gpu-rdma" else ""})[
+        "services"
+    ]
     site = next((VENV / "lib").glob("python3*/site-packages"))
     read = "\n".join(p.read_text(errors="replace") for p in (site / "sglang").rglob("*.py"))
     mooncake = b"".join(p.read_bytes() for p in (site / "mooncake").rglob("*.so"))
     hub = "\n".join(p.read_text(errors="replace") for p in (site / "huggingface_hub").rglob("*.py"))
     typo = [*services["prefill"]["command"], "--disaggregation-bootstrap-prt=1"]
     # the own-stack modules' engines: suites/test_overload.py's small one, test_decode_radix_cache.py's cache
-    own = render(variant, plan.as_env() | {"ENGINE_MAX_RUNNING_REQUESTS": "2", "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache"})["services"]["decode"]["command"]
-    prefill, decode, refused, own_decode = sglang_parse(services["prefill"]["command"], services["decode"]["command"], typo, own)
-    assert own_decode.get("args", {}).get("max_running_requests") == 2 and own_decode["args"]["disaggregation_decode_enable_radix_cache"] is True, own_decode
+    own = render(
+        variant,
+        plan.as_env()
+        | {
+            "ENGINE_MAX_RUNNING_REQUESTS": "2",
+            "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache",
+        },
+    )["services"]["decode"]["command"]
+    prefill, decode, refused, own_decode = sglang_parse(
+        services["prefill"]["command"], services["decode"]["command"], typo, own
+    )
+    assert (
+        own_decode.get("args", {}).get("max_running_requests") == 2
+        and own_decode["args"]["disaggregation_decode_enable_radix_cache"] is True
+    ), own_decode
     assert decode["args"]["disaggregation_decode_enable_radix_cache"] is False, decode
     for role, port, got in (("prefill", plan.prefill, prefill), ("decode", plan.decode, decode)):
         svc = services[role]
         assert svc["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
         assert "args" in got, f"{role}: {got}"
         args = got["args"]
-        assert args["disaggregation_mode"] == role and args["port"] == port and args["disaggregation_transfer_backend"] == "mooncake", args
+        assert (
+            args["disaggregation_mode"] == role
+            and args["port"] == port
+            and args["disaggregation_transfer_backend"] == "mooncake"
+        ), args
         assert args["nccl_port"] == (plan.prefill_dist if role == "prefill" else plan.decode_dist), args
         assert args["enable_metrics"] and args["log_requests"] and args["skip_server_warmup"], args
         if role == "prefill":
             assert args["disaggregation_bootstrap_port"] == plan.prefill_bootstrap, args
         for var in svc["environment"]:  # each read by SGLang, by Mooncake, or by huggingface_hub (HF_HUB_OFFLINE)
-            assert var in read or var.encode() in mooncake or var in hub, f"{role} sets {var}, which neither SGLang 0.5.23, Mooncake nor huggingface_hub reads"
+            assert var in read or var.encode() in mooncake or var in hub, (
+                f"{role} sets {var}, which neither SGLang 0.5.23, Mooncake nor huggingface_hub reads"
+            )
         if variant == "compose-gpu-rdma":  # Mooncake reads MC_FORCE_TCP's mere presence as "TCP only"
             assert "MC_FORCE_TCP" not in svc["environment"] and args["disaggregation_ib_device"] == "mlx5_0", args
             assert svc["cap_add"] == ["IPC_LOCK"] and svc["devices"][0]["source"] == "/dev/infiniband", svc
@@ -232,11 +293,25 @@ def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(variant):
     assert refused.get("exit") == 2 and "unrecognized arguments" in refused["stderr"], refused
     assert "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT" not in read
     router = services["router"]["command"]
-    smg = run([sys.executable, "-c", "import sys, json; from smg.launch_router import parse_router_args; a = parse_router_args(sys.argv[1:]); print(json.dumps({'pd': a.pd_disaggregation, 'prefill': a.prefill_urls, 'decode': a.decode_urls, 'port': a.port}))", *router], timeout_s=60)
+    smg = run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, json; from smg.launch_router import parse_router_args; a = parse_router_args(sys.argv[1:]); print(json.dumps({'pd': a.pd_disaggregation, 'prefill': a.prefill_urls, 'decode': a.decode_urls, 'port': a.port}))",
+            *router,
+        ],
+        timeout_s=60,
+    )
     assert smg.returncode == 0, smg.stderr[-1500:]
     got_router = json.loads(smg.stdout.strip().splitlines()[-1])
-    assert got_router["pd"] and got_router["port"] == plan.router and got_router["decode"] == [f"http://127.0.0.1:{plan.decode}"], got_router
-    assert got_router["prefill"] == [[f"http://127.0.0.1:{plan.prefill}", plan.bootstrap]], got_router  # decode's handshake crosses Toxiproxy
+    assert (
+        got_router["pd"]
+        and got_router["port"] == plan.router
+        and got_router["decode"] == [f"http://127.0.0.1:{plan.decode}"]
+    ), got_router
+    assert got_router["prefill"] == [[f"http://127.0.0.1:{plan.prefill}", plan.bootstrap]], (
+        got_router
+    )  # decode's handshake crosses Toxiproxy
 
 
 @needs_compose
@@ -291,7 +366,10 @@ def test_the_nightly_job_runs_the_entry_point_on_a_gpu_runner_and_keeps_its_repo
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/${{ env.PDCHAOS_RUN_ID }}/", upload
     assert steps["Nothing left behind"]["run"] == "make leftovers" and steps["Nothing left behind"]["if"] == "always()"
     assert job["env"]["PDCHAOS_TARGET"] in GPU
-    read = "\n".join(p.read_text() for p in [*REPO_ROOT.glob("chaos/**/*.py"), *REPO_ROOT.glob("compose/*.yaml"), *REPO_ROOT.glob("scripts/*.sh")])
+    read = "\n".join(
+        p.read_text()
+        for p in [*REPO_ROOT.glob("chaos/**/*.py"), *REPO_ROOT.glob("compose/*.yaml"), *REPO_ROOT.glob("scripts/*.sh")]
+    )
     for var in job["env"]:
         assert var in read, f"the job sets {var}, which nothing in pd-chaos reads"
     targets = run(["make", "-n", "suites-gpu"], timeout_s=30, cwd=REPO_ROOT)

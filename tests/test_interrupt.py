@@ -24,7 +24,22 @@ SCENARIO = "suites/test_kv_link.py::test_slow_kv_link_is_not_stuck"
 
 def _start(tmp_path: Path, base: int, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions"), "PDCHAOS_RUN_ID": "interrupt"}
-    args = [sys.executable, "-X", "faulthandler", "-m", "pytest", SCENARIO, "-q", "-p", "no:cacheprovider", f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}", f"--basetemp={tmp_path / 'tmp'}", "--junitxml=" + str(tmp_path / "j.xml"), *extra]
+    args = [
+        sys.executable,
+        "-X",
+        "faulthandler",
+        "-m",
+        "pytest",
+        SCENARIO,
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--port-base={base}",
+        f"--reports-dir={tmp_path / 'reports'}",
+        f"--basetemp={tmp_path / 'tmp'}",
+        "--junitxml=" + str(tmp_path / "j.xml"),
+        *extra,
+    ]
     log = open(tmp_path / "child.log", "wb")
     return subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -59,7 +74,11 @@ def base(pytestconfig) -> int:
     return PortAllocator(port_base(pytestconfig, "interrupt")).next_base()
 
 
-@pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT), (signal.SIGTERM,)], ids=["ctrl-c", "ctrl-c-twice", "sigterm"])
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT), (signal.SIGTERM,)],
+    ids=["ctrl-c", "ctrl-c-twice", "sigterm"],
+)
 def test_interrupt_mid_fault_stops_everything(tmp_path, base, signals):
     proc = _start(tmp_path, base)
     try:
@@ -89,7 +108,12 @@ def test_a_crashed_runs_leftovers_are_reaped_by_the_next(tmp_path, base):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
-    reaped = run([sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(len(reap_orphans()))"], cwd=REPO_ROOT, env=env, timeout_s=60)
+    reaped = run(
+        [sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(len(reap_orphans()))"],
+        cwd=REPO_ROOT,
+        env=env,
+        timeout_s=60,
+    )
     assert reaped.stdout.strip() == "1", reaped.stderr  # the one stack of the dead session
     assert not [p for p in pids if alive(p)]
 
@@ -104,10 +128,15 @@ def _processes_on(base: int) -> list[str]:
             argv = cmdline.read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if any(a.rpartition(":")[2] in ports or a.rpartition("=")[2] in ports for a in argv if a) and "pytest" not in argv[0:3]:
+        if (
+            any(a.rpartition(":")[2] in ports or a.rpartition("=")[2] in ports for a in argv if a)
+            and "pytest" not in argv[0:3]
+        ):
             found.append(" ".join(argv))
     listening = run(["ss", "-Hltn"], timeout_s=10).stdout.split()
-    found += [f"a listener on {addr}" for addr in listening if addr.rpartition(":")[2] in ports]  # smg renames its process
+    found += [
+        f"a listener on {addr}" for addr in listening if addr.rpartition(":")[2] in ports
+    ]  # smg renames its process
     return found
 
 

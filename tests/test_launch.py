@@ -9,19 +9,58 @@ from sglang_cpu.launch import SHIM, command, environment
 
 
 def test_each_role_gets_the_cpu_flags_and_its_own():
-    prefill = command("prefill", model_path="/m", served_model_name="n", port=1, nccl_port=2, max_running_requests=32, bootstrap_port=3)
-    decode = command("decode", model_path="/m", served_model_name="n", port=4, nccl_port=5, max_running_requests=2, bootstrap_port=None)
+    prefill = command(
+        "prefill",
+        model_path="/m",
+        served_model_name="n",
+        port=1,
+        nccl_port=2,
+        max_running_requests=32,
+        bootstrap_port=3,
+    )
+    decode = command(
+        "decode",
+        model_path="/m",
+        served_model_name="n",
+        port=4,
+        nccl_port=5,
+        max_running_requests=2,
+        bootstrap_port=None,
+    )
     for argv in (prefill, decode):
         assert argv[:2] == ["-m", "sglang.launch_server"]
         assert "--sleep-on-idle" in argv and "--load-snapshot-publish-interval" in argv and "--log-requests" in argv
         assert argv[argv.index("--host") + 1] == "127.0.0.1"
     assert prefill[prefill.index("--disaggregation-bootstrap-port") + 1] == "3"
     assert decode[decode.index("--disaggregation-decode-retraction-backup") + 1] == "cpu_tensor"
-    assert prefill[prefill.index("--max-running-requests") + 1] == "32" and decode[decode.index("--max-running-requests") + 1] == "2"
-    cached = command("decode", model_path="/m", served_model_name="n", port=4, nccl_port=5, max_running_requests=2, bootstrap_port=None, decode_radix_cache=True)
-    assert "--disaggregation-decode-enable-radix-cache" in cached and "--disaggregation-decode-enable-radix-cache" not in decode
+    assert (
+        prefill[prefill.index("--max-running-requests") + 1] == "32"
+        and decode[decode.index("--max-running-requests") + 1] == "2"
+    )
+    cached = command(
+        "decode",
+        model_path="/m",
+        served_model_name="n",
+        port=4,
+        nccl_port=5,
+        max_running_requests=2,
+        bootstrap_port=None,
+        decode_radix_cache=True,
+    )
+    assert (
+        "--disaggregation-decode-enable-radix-cache" in cached
+        and "--disaggregation-decode-enable-radix-cache" not in decode
+    )
     with pytest.raises(SystemExit, match="bootstrap-port"):
-        command("prefill", model_path="/m", served_model_name="n", port=1, nccl_port=2, max_running_requests=32, bootstrap_port=None)
+        command(
+            "prefill",
+            model_path="/m",
+            served_model_name="n",
+            port=1,
+            nccl_port=2,
+            max_running_requests=32,
+            bootstrap_port=None,
+        )
 
 
 def test_environment_puts_the_shim_first_and_keeps_the_callers_timeouts():

@@ -39,7 +39,9 @@ def limit():
 @pytest.mark.timeout(20, method="thread")  # arms limits of its own: pytest-timeout guards it, off SIGALRM
 def test_work_outside_any_wait_is_limited_by_the_base(limit):
     limit(0.3)
-    with pytest.raises(TimeLimitHit, match=r"call of a test after 0\.[3-9]\d*s .*the rig's own work, outside any bounded wait"):
+    with pytest.raises(
+        TimeLimitHit, match=r"call of a test after 0\.[3-9]\d*s .*the rig's own work, outside any bounded wait"
+    ):
         _hang(10)
 
 
@@ -92,7 +94,7 @@ def test_nested_waits_count_once(limit):
     assert lim.waited_s < 0.5  # the inner wait's 100 s never extended the limit
 
 
-HANGING = '''
+HANGING = """
 import threading
 
 from chaos.wait import wait_until
@@ -104,7 +106,7 @@ def test_hangs_outside_a_wait():
 
 def test_waits_within_its_deadline():
     wait_until(lambda: False, timeout_s=1.5, what="a condition that never holds")
-'''
+"""
 
 
 def test_a_hung_test_is_a_rig_error_that_says_where(tmp_path: Path):

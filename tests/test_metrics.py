@@ -62,12 +62,24 @@ def test_sglang_loads_read_as_the_queue_gauges():
         'sglang_disagg_decode_transfer_queue_reqs{dp_rank="0"} 2\n'
         'sglang_disagg_prefill_inflight_queue_reqs{dp_rank="0"} 3\n'
     )
-    assert loads == {"num_running_reqs": 1.0, "num_decode_transfer_queue_reqs": 2.0, "num_prefill_inflight_queue_reqs": 3.0}
-    stale = parse_metrics('sglang:num_decode_transfer_queue_reqs{model_name="m"} 0\nsglang:gen_throughput{model_name="m"} 5\n')
+    assert loads == {
+        "num_running_reqs": 1.0,
+        "num_decode_transfer_queue_reqs": 2.0,
+        "num_prefill_inflight_queue_reqs": 3.0,
+    }
+    stale = parse_metrics(
+        'sglang:num_decode_transfer_queue_reqs{model_name="m"} 0\nsglang:gen_throughput{model_name="m"} 5\n'
+    )
     assert stale | loads == loads | {"gen_throughput": 5.0}
-    ends = {"prefill": "http://127.0.0.1:1", "decode": "http://127.0.0.1:2", "router_metrics": "http://127.0.0.1:3/metrics"}
+    ends = {
+        "prefill": "http://127.0.0.1:1",
+        "decode": "http://127.0.0.1:2",
+        "router_metrics": "http://127.0.0.1:3/metrics",
+    }
     assert metrics_urls(ends)["decode"] == ("http://127.0.0.1:2/metrics",)
-    assert metrics_urls(ends | {"prefill_loads": "http://127.0.0.1:1/v1/loads", "decode_loads": "http://127.0.0.1:2/v1/loads"})["decode"] == ("http://127.0.0.1:2/metrics", "http://127.0.0.1:2/v1/loads")
+    assert metrics_urls(
+        ends | {"prefill_loads": "http://127.0.0.1:1/v1/loads", "decode_loads": "http://127.0.0.1:2/v1/loads"}
+    )["decode"] == ("http://127.0.0.1:2/metrics", "http://127.0.0.1:2/v1/loads")
 
 
 def test_smg_breaker_series_per_worker_and_outcome():
@@ -83,4 +95,7 @@ def test_smg_breaker_series_per_worker_and_outcome():
         'smg_worker_cb_transitions_total{worker="http://w",from="open",to="half_open"} 1\n'
     )
     assert m["smg_worker_cb_outcomes_total:http://w"] == 6 and m["smg_worker_cb_outcomes_total:http://w:failure"] == 2
-    assert m["smg_worker_cb_transitions_total:http://w:open"] == 2 and m["smg_worker_cb_transitions_total:http://w:half_open"] == 1
+    assert (
+        m["smg_worker_cb_transitions_total:http://w:open"] == 2
+        and m["smg_worker_cb_transitions_total:http://w:half_open"] == 1
+    )

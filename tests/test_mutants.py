@@ -67,7 +67,17 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     suite = tmp_path / "test_rig_suite.py"
     suite.write_text(RIG_SUITE)
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
-    runs = {d: _run_one(d, port_base=port_base(pytestconfig, "mutants"), out_dir=tmp_path / "out", suites=str(suite), extra_args=["--rootdir", str(tmp_path)], timeout_s=120) for d in ("breaks_the_rig", "only_unknown", "breaks_a_verdict", "xfail_setup_breaks")}
+    runs = {
+        d: _run_one(
+            d,
+            port_base=port_base(pytestconfig, "mutants"),
+            out_dir=tmp_path / "out",
+            suites=str(suite),
+            extra_args=["--rootdir", str(tmp_path)],
+            timeout_s=120,
+        )
+        for d in ("breaks_the_rig", "only_unknown", "breaks_a_verdict", "xfail_setup_breaks")
+    }
     rig, unknown, real = runs["breaks_the_rig"], runs["only_unknown"], runs["breaks_a_verdict"]
     assert not rig.killed and rig.state.startswith("not killed (rig error: TriggerTimeout: the trigger never fired")
     assert not unknown.killed and "[UNKNOWN] every_request_terminal" in unknown.state
@@ -82,8 +92,18 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     assert "1 error" in last and "xfailed" not in last, last
     # a defect is killed only by the verdict written for it, not by another failing by chance
     (tmp_path / "elsewhere").mkdir()
-    elsewhere = _run_one("breaks_a_verdict", port_base=port_base(pytestconfig, "mutants"), out_dir=tmp_path / "elsewhere", suites=str(suite), extra_args=["--rootdir", str(tmp_path)], timeout_s=120, killer=Killer(str(suite), "recovers"))
-    assert not elsewhere.killed and elsewhere.state.startswith("not killed (another verdict failed, not recovers: [FAIL] replies_match_baseline"), elsewhere.state
+    elsewhere = _run_one(
+        "breaks_a_verdict",
+        port_base=port_base(pytestconfig, "mutants"),
+        out_dir=tmp_path / "elsewhere",
+        suites=str(suite),
+        extra_args=["--rootdir", str(tmp_path)],
+        timeout_s=120,
+        killer=Killer(str(suite), "recovers"),
+    )
+    assert not elsewhere.killed and elsewhere.state.startswith(
+        "not killed (another verdict failed, not recovers: [FAIL] replies_match_baseline"
+    ), elsewhere.state
 
 
 def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():
@@ -95,7 +115,10 @@ def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():
     assert not matrix_ok([MutantResult("clean", True, ["t"], 1.0), killed])
     assert '"defect": "room_mixup"' in to_json([killed]) and '"tests_failed": [' in to_json([killed])
     assert "**SURVIVED**" in to_markdown([survived])
-    assert "| room_mixup | suites/test_concurrency_integrity.py | killed | [FAIL] replies_match_baseline |" in to_markdown([killed])
+    assert (
+        "| room_mixup | suites/test_concurrency_integrity.py | killed | [FAIL] replies_match_baseline |"
+        in to_markdown([killed])
+    )
 
 
 def test_every_defect_has_its_scenario():

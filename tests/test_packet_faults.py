@@ -46,12 +46,20 @@ class Stage:
 
     def __init__(self, tmp: Path, port: int) -> None:
         self.port = port
-        self.bridge = spawn(ProcSpec("bridge", (sys.executable, "-m", "chaos.bridge", "--export", str(port)), {}, tmp / "bridge.log"))
+        self.bridge = spawn(
+            ProcSpec("bridge", (sys.executable, "-m", "chaos.bridge", "--export", str(port)), {}, tmp / "bridge.log")
+        )
         wait_until(lambda: "bridge ready" in (tmp / "bridge.log").read_text(), timeout_s=10, what="the bridge ready")
         self.ns = Namespace(self.bridge)
-        self.echo = spawn(ProcSpec("echo", (*self.ns.enter(), sys.executable, "-c", ECHO, str(port)), {}, tmp / "echo.log"))
+        self.echo = spawn(
+            ProcSpec("echo", (*self.ns.enter(), sys.executable, "-c", ECHO, str(port)), {}, tmp / "echo.log")
+        )
         connect = f"import socket; socket.create_connection(('127.0.0.1', {port}), 1).close(); print('up')"
-        wait_until(lambda: self.ns.run(sys.executable, "-c", connect, check=False).strip() == "up", timeout_s=10, what="echo up in the namespace")
+        wait_until(
+            lambda: self.ns.run(sys.executable, "-c", connect, check=False).strip() == "up",
+            timeout_s=10,
+            what="echo up in the namespace",
+        )
 
     def packet_link(self, link: str) -> PacketLink:
         return PacketLink(self.ns, (self.port,), f"echo server {self.port}")
@@ -95,7 +103,10 @@ def test_the_bridge_joins_the_namespace_to_the_hosts_loopback(stage):
     assert f"pid={stage.bridge}," in host and f"pid={stage.echo}," not in host
 
 
-@pytest.mark.parametrize(("mode", "probe", "traffic"), [("blackhole", "timeout", "timeout"), ("reset", "refused", "reset"), ("refuse", "refused", "reset")])
+@pytest.mark.parametrize(
+    ("mode", "probe", "traffic"),
+    [("blackhole", "timeout", "timeout"), ("reset", "refused", "reset"), ("refuse", "refused", "reset")],
+)
 def test_a_rule_fault_takes_effect_counts_and_heals(stage, mode, probe, traffic):
     fault = PacketFault(stage, "echo", mode=mode)
     fault.inject()
@@ -144,7 +155,9 @@ def test_a_crawl_shapes_the_links_traffic_and_heals(stage):
         fault.heal()
     assert took > 1.0, f"200 KB to the server at 100 KB/s took {took:.2f}s"
     assert "none listed" in fault.verify_healed()
-    assert int(str(fault._met).split()[2]) >= 200_000  # the bytes to the server crossed the class; the echo came back unshaped
+    assert (
+        int(str(fault._met).split()[2]) >= 200_000
+    )  # the bytes to the server crossed the class; the echo came back unshaped
     t0 = time.monotonic()
     assert _echo(stage.port, b"y" * 200_000) == "ok"
     assert time.monotonic() - t0 < took / 2
@@ -188,6 +201,10 @@ def test_a_suite_names_the_link_and_the_target_picks_the_mechanism(stage):
     assert _echo(stage.port, b"z") == "ok"
     with faults.down("echo") as fault:
         assert fault.mode == "reset"  # Toxiproxy's down closes open connections and refuses new ones: so does reset
-    for refused in (lambda: faults.latency("echo", 100), lambda: faults.limit_data("echo", 10), lambda: faults.blackhole("echo", timeout_ms=500)):
+    for refused in (
+        lambda: faults.latency("echo", 100),
+        lambda: faults.limit_data("echo", 10),
+        lambda: faults.blackhole("echo", timeout_ms=500),
+    ):
         with pytest.raises(ConfigError, match="needs a Toxiproxy on the link"):
             refused()

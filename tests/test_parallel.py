@@ -14,7 +14,11 @@ from chaos.procs import run
 from chaos.tools import REPO_ROOT
 from tests.ports import port_base
 
-SELECTION = ["suites/test_proxy_wedge.py", "suites/test_kv_link.py::test_kv_link_down_fails_both_legs_at_once", "suites/test_prefill_crash.py::test_decode_picks_up_a_restarted_prefill"]
+SELECTION = [
+    "suites/test_proxy_wedge.py",
+    "suites/test_kv_link.py::test_kv_link_down_fails_both_legs_at_once",
+    "suites/test_prefill_crash.py::test_decode_picks_up_a_restarted_prefill",
+]
 
 
 def _run(tmp_path: Path, name: str, port_base: int, *extra: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
@@ -29,7 +33,9 @@ def _run(tmp_path: Path, name: str, port_base: int, *extra: str) -> tuple[dict[s
     parsed = parse_junit(junit)
     failed, passed = parsed.verdict_failures + parsed.rig_errors, parsed.passed
     summary = json.loads((reports / name / "summary.json").read_text())
-    outcomes = {t["test"]: (t["outcome"], *(f"{v['name']}={v['status']}" for v in t["verdicts"])) for t in summary["tests"]}
+    outcomes = {
+        t["test"]: (t["outcome"], *(f"{v['name']}={v['status']}" for v in t["verdicts"])) for t in summary["tests"]
+    }
     assert passed == len(outcomes) and not failed
     return outcomes, {t["stack"] for t in summary["tests"]}
 

@@ -19,7 +19,11 @@ def _op(h: History, op: str, outcome: Outcome | None, t1: float = 5.0) -> None:
 
 
 def _log(h: History, op: str, service: str, state: str, t: float) -> None:
-    line = f"op={op} event=req rid=r-{op}-{service} state={state}" if service != "router" else f"op={op} request_id={op} {state} processing request"
+    line = (
+        f"op={op} event=req rid=r-{op}-{service} state={state}"
+        if service != "router"
+        else f"op={op} request_id={op} {state} processing request"
+    )
     h.append(LogEvent(t, service, line))
 
 
@@ -29,10 +33,21 @@ def test_hops_from_crafted_histories():
     _op(h, "router_only", Outcome.CLIENT_TIMEOUT)
     _log(h, "router_only", "router", "started", 1.0)
     _op(h, "pinned", Outcome.CLEAN_ERROR)
-    for svc, st, t in (("prefill", "bootstrap_queue", 1.0), ("prefill", "waiting", 1.1), ("prefill", "inflight", 1.5), ("decode", "prealloc_queue", 1.0), ("decode", "transfer_queue", 1.1)):
+    for svc, st, t in (
+        ("prefill", "bootstrap_queue", 1.0),
+        ("prefill", "waiting", 1.1),
+        ("prefill", "inflight", 1.5),
+        ("decode", "prealloc_queue", 1.0),
+        ("decode", "transfer_queue", 1.1),
+    ):
         _log(h, "pinned", svc, st, t)
     _op(h, "timed_out", Outcome.CLEAN_ERROR)
-    for svc, st, t in (("decode", "transfer_queue", 1.0), ("decode", "failed", 4.0), ("prefill", "bootstrap_queue", 1.0), ("prefill", "failed", 4.1)):
+    for svc, st, t in (
+        ("decode", "transfer_queue", 1.0),
+        ("decode", "failed", 4.0),
+        ("prefill", "bootstrap_queue", 1.0),
+        ("prefill", "failed", 4.1),
+    ):
         _log(h, "timed_out", svc, st, t)
     _op(h, "fine", Outcome.OK)
     rows = {r.op: r for r in where_stuck(h)}
@@ -47,11 +62,18 @@ def test_table_from_the_real_stack_names_the_proxy_and_the_handshake(stack, hist
     """Requests stuck before the router, and in prefill's bootstrap queue, as the real
     router's and engines' logs show them."""
     cursor = LogCursor(stack.logs, ("prefill", "decode", "router"))
-    body = {"model": "pdsim/deterministic-1", "messages": [{"role": "user", "content": "where am i"}], "max_tokens": 2, "stream": True}
+    body = {
+        "model": "pdsim/deterministic-1",
+        "messages": [{"role": "user", "content": "where am i"}],
+        "max_tokens": 2,
+        "stream": True,
+    }
     with faults.blackhole("client_router", stream="upstream"):
         proxy_op = workload.request("/v1/chat/completions", body, deadlines=Deadlines(read_s=1.0, total_s=2.0)).op
     with faults.blackhole("control", stream="upstream"):
-        handshake_op = workload.request("/v1/chat/completions", body, deadlines=Deadlines(read_s=1.5, stall_s=1.0, total_s=2.0)).op
+        handshake_op = workload.request(
+            "/v1/chat/completions", body, deadlines=Deadlines(read_s=1.5, stall_s=1.0, total_s=2.0)
+        ).op
     capture_logs(history, cursor, {proxy_op, handshake_op})
     rows = {r.op: r for r in where_stuck(history)}
     assert rows[proxy_op].hop == "client or proxy before the router", rows[proxy_op]
@@ -80,7 +102,6 @@ def test_timeline_of_an_empty_history(tmp_path):
     assert render_timeline(History(), tmp_path / "empty.png").exists()
 
 
-
 def test_real_sglang_lines_join_by_routing_key():
     """SGLang 0.5.23 logs the routing_key smg forwards from x-smg-routing-key on its Receive:
     and Finish: lines: that joins them to the client's op. An open request is in the
@@ -88,25 +109,50 @@ def test_real_sglang_lines_join_by_routing_key():
     from chaos.pipeline import DECODE_UNSTAGED, PREFILL_UNSTAGED
 
     def line(kind: str, rid: str, key: str, reason: str = "length") -> str:
-        out = f", out={{'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': '{reason}', 'message': 'x'}}}}}}" if kind == "Finish" else ""
+        out = (
+            f", out={{'meta_info': {{'id': '{rid}', 'finish_reason': {{'type': '{reason}', 'message': 'x'}}}}}}"
+            if kind == "Finish"
+            else ""
+        )
         return f"[2026-12-01 03:13:13] {kind}: obj=GenerateReqInput(rid='{rid}', session_id=None, bootstrap_room=7, routing_key='{key}', priority=None){out}"
 
     logs = {"prefill": [], "decode": [], "router": []}
     cursor = LogCursor(lambda svc: "".join(entry + "\n" for entry in logs[svc]), ("prefill", "decode", "router"))
-    logs["prefill"] += [line("Receive", "p1", "op-held"), line("Receive", "p2", "op-aborted"), line("Finish", "p2", "op-aborted", "abort"), line("Receive", "p3", "someone-else")]
-    logs["decode"] += [line("Receive", "d1", "op-held"), line("Finish", "d1", "op-held"), line("Receive", "d2", "op-aborted"), line("Finish", "d2", "op-aborted", "abort")]
+    logs["prefill"] += [
+        line("Receive", "p1", "op-held"),
+        line("Receive", "p2", "op-aborted"),
+        line("Finish", "p2", "op-aborted", "abort"),
+        line("Receive", "p3", "someone-else"),
+    ]
+    logs["decode"] += [
+        line("Receive", "d1", "op-held"),
+        line("Finish", "d1", "op-held"),
+        line("Receive", "d2", "op-aborted"),
+        line("Finish", "d2", "op-aborted", "abort"),
+    ]
     h = History()
     _op(h, "op-held", Outcome.CLIENT_TIMEOUT)
     _op(h, "op-aborted", Outcome.CLEAN_ERROR)
     assert capture_logs(h, cursor, {"op-held", "op-aborted"}) == 7
     rows = {r.op: r for r in where_stuck(h)}
-    assert rows["op-held"].hop == PREFILL_UNSTAGED and "decode: ended in " + DECODE_UNSTAGED in rows["op-held"].evidence, rows["op-held"]
-    assert rows["op-aborted"].hop == PREFILL_UNSTAGED and "prefill: ended in" in rows["op-aborted"].evidence, rows["op-aborted"]
+    assert (
+        rows["op-held"].hop == PREFILL_UNSTAGED and "decode: ended in " + DECODE_UNSTAGED in rows["op-held"].evidence
+    ), rows["op-held"]
+    assert rows["op-aborted"].hop == PREFILL_UNSTAGED and "prefill: ended in" in rows["op-aborted"].evidence, rows[
+        "op-aborted"
+    ]
 
 
 def test_a_real_sglang_finish_line_gives_its_cached_tokens():
     finish = "[2026-12-02 04:30:22] Finish: obj=GenerateReqInput(rid='d1', routing_key='op-1'), out={'meta_info': {'id': 'd1', 'finish_reason': {'type': 'length', 'length': 16}, 'prompt_tokens': 300, 'cached_tokens': 280}}"
-    assert parse_engine_line(finish) == {"event": "req", "rid": "d1", "state": "finished", "ts": parse_engine_line(finish)["ts"], "xrid": "op-1", "cached_tokens": "280"}
+    assert parse_engine_line(finish) == {
+        "event": "req",
+        "rid": "d1",
+        "state": "finished",
+        "ts": parse_engine_line(finish)["ts"],
+        "xrid": "op-1",
+        "cached_tokens": "280",
+    }
     assert "cached_tokens" not in parse_engine_line(finish.replace("Finish", "Receive").split(", out=")[0])
 
 
@@ -131,11 +177,23 @@ def test_the_summary_names_each_stack_and_the_image_digests_it_ran(tmp_path):
     from chaos.reports.summary import write_run_summary
 
     images = {
-        "router": {"ref": "lightseekorg/smg:1.13.0", "id": "sha256:" + "a" * 64, "digests": ["lightseekorg/smg@sha256:" + "b" * 64]},
+        "router": {
+            "ref": "lightseekorg/smg:1.13.0",
+            "id": "sha256:" + "a" * 64,
+            "digests": ["lightseekorg/smg@sha256:" + "b" * 64],
+        },
         "prefill": {"ref": "pdchaos/pdsim:local", "id": "sha256:" + "c" * 64, "digests": []},
     }
     (tmp_path / "stacks").mkdir()
-    (tmp_path / "stacks" / "compose-gpu-21000.json").write_text(json.dumps({"kind": "compose-gpu", "port_base": 21000, "config": {"model": "Qwen/Qwen2.5-0.5B-Instruct", "compose": {"images": images}}}))
+    (tmp_path / "stacks" / "compose-gpu-21000.json").write_text(
+        json.dumps(
+            {
+                "kind": "compose-gpu",
+                "port_base": 21000,
+                "config": {"model": "Qwen/Qwen2.5-0.5B-Instruct", "compose": {"images": images}},
+            }
+        )
+    )
     write_run_summary(tmp_path, [], seed=1, command="pytest suites")
     summary = (tmp_path / "summary.md").read_text()
     assert "- compose-gpu on port base 21000, model Qwen/Qwen2.5-0.5B-Instruct" in summary

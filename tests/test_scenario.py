@@ -82,11 +82,28 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
     base = port_base(pytestconfig, "scenario")
     done = run(
-        [sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), f"--port-base={base}", f"--reports-dir={tmp_path / 'reports'}"],
-        cwd=ROOT, timeout_s=240,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(tmp_path),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            f"--port-base={base}",
+            f"--reports-dir={tmp_path / 'reports'}",
+        ],
+        cwd=ROOT,
+        timeout_s=240,
     )
     results = _results(tmp_path / "reports")
-    assert set(results) >= {"test_body_raises", "test_unknown_fails_after_the_body", "test_slow_kv_link_during_a_conversation"}, done.stdout[-3000:]
+    assert set(results) >= {
+        "test_body_raises",
+        "test_unknown_fails_after_the_body",
+        "test_slow_kv_link_during_a_conversation",
+    }, done.stdout[-3000:]
 
     raised = results["test_body_raises"]
     assert raised["outcome"] == "error", raised  # the body's rig error stays the outcome
@@ -114,24 +131,51 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
 
     template = results["test_slow_kv_link_during_a_conversation"]
     assert template["outcome"] == "passed", template
-    assert {v["status"] for v in template["verdicts"]} == {"pass"} and len(template["verdicts"]) == 8, template["verdicts"]
+    assert {v["status"] for v in template["verdicts"]} == {"pass"} and len(template["verdicts"]) == 8, template[
+        "verdicts"
+    ]
 
     # a failed or errored test's report keeps each service's log since it began; a passed one's does not
     for result_file in (tmp_path / "reports").glob("*/*/result.json"):
         outcome = json.loads(result_file.read_text())["outcome"]
         logs = sorted(p.name for p in (result_file.parent / "logs").glob("*.log"))
-        assert logs == (["decode.log", "prefill.log", "router.log"] if outcome in ("failed", "error") else []), (result_file, outcome)
+        assert logs == (["decode.log", "prefill.log", "router.log"] if outcome in ("failed", "error") else []), (
+            result_file,
+            outcome,
+        )
     raised_logs = next((tmp_path / "reports").glob("*/*test_body_raises*")) / "logs"
-    assert "xrid=" in (raised_logs / "decode.log").read_text(), "decode's log of the failed test has none of its requests"
+    assert "xrid=" in (raised_logs / "decode.log").read_text(), (
+        "decode's log of the failed test has none of its requests"
+    )
     summary = next((tmp_path / "reports").glob("*/summary.md")).read_text()
     assert f"- embedded on port base {base}, model pdsim/deterministic-1" in summary, summary[-1500:]
 
     # --stop-at-verdict ends the session at a failed verdict, not at one only unknown
     stopped = run(
-        [sys.executable, "-m", "pytest", str(tmp_path / "test_kit.py"), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), f"--port-base={base}",
-         f"--reports-dir={tmp_path / 'stopped'}", "--stop-at-verdict", "-k", "unknown_fails or only_where_lacking or known_issue_gone"],
-        cwd=ROOT, timeout_s=240,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(tmp_path / "test_kit.py"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            f"--port-base={base}",
+            f"--reports-dir={tmp_path / 'stopped'}",
+            "--stop-at-verdict",
+            "-k",
+            "unknown_fails or only_where_lacking or known_issue_gone",
+        ],
+        cwd=ROOT,
+        timeout_s=240,
     )
     ran = _results(tmp_path / "stopped")
-    assert set(ran) == {"test_unknown_fails_after_the_body", "test_known_issue_only_where_lacking"}, stopped.stdout[-3000:]
-    assert "a verdict failed in" in stopped.stdout and "test_known_issue_only_where_lacking" in stopped.stdout.split("a verdict failed in")[1], stopped.stdout[-1500:]
+    assert set(ran) == {"test_unknown_fails_after_the_body", "test_known_issue_only_where_lacking"}, stopped.stdout[
+        -3000:
+    ]
+    assert (
+        "a verdict failed in" in stopped.stdout
+        and "test_known_issue_only_where_lacking" in stopped.stdout.split("a verdict failed in")[1]
+    ), stopped.stdout[-1500:]

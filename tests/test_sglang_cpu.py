@@ -30,7 +30,9 @@ from chaos.wait import wait_until
 from tests.ports import port_base
 
 pytestmark = [
-    pytest.mark.skipif(not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`"),
+    pytest.mark.skipif(
+        not (SGLANG_HOME / "model" / ".ready").exists(), reason="real SGLang not set up: run `make setup-sglang`"
+    ),
     pytest.mark.xdist_group("sglang"),  # one worker runs them all: one SGLang stack at a time
 ]
 
@@ -66,7 +68,9 @@ def reference_output_ids(prompts: list[str]) -> list[list[int]]:
 @pytest.fixture(scope="module")
 def sglang_stack(pytestconfig, tmp_path_factory):
     """One real-SGLang stack for the module, in the session's cleanup ledger like any other."""
-    factory = StackFactory(TargetChoice("sglang-cpu"), port_base(pytestconfig, "sglang"), tmp_path_factory.mktemp("sglang"))
+    factory = StackFactory(
+        TargetChoice("sglang-cpu"), port_base(pytestconfig, "sglang"), tmp_path_factory.mktemp("sglang")
+    )
     try:
         yield factory.start()
     finally:
@@ -101,7 +105,9 @@ def test_pd_output_equals_a_single_process_reference(sglang_stack):
         assert reply.status_code == 200, reply.text
         got = reply.json()
         assert got["output_ids"] == expected, f"PD output differs from the single-process reference for {prompt[:40]!r}"
-    assert len(set(map(tuple, want))) == len(want) and all(len(set(ids)) > 3 for ids in want), "the model must not repeat one token"
+    assert len(set(map(tuple, want))) == len(want) and all(len(set(ids)) > 3 for ids in want), (
+        "the model must not repeat one token"
+    )
 
 
 def test_chat_through_smg_names_the_served_model(sglang_stack):
@@ -128,7 +134,11 @@ def test_engines_are_real_sglang_in_pd_mode(sglang_stack):
 
 def test_capabilities_claim_the_links_it_can_break():
     caps = TargetChoice("sglang-cpu").capabilities()
-    assert Capability.PROXIED_BOOTSTRAP in caps and Capability.PROXIED_CLIENT in caps and Capability.PROCESS_CONTROL in caps
+    assert (
+        Capability.PROXIED_BOOTSTRAP in caps
+        and Capability.PROXIED_CLIENT in caps
+        and Capability.PROCESS_CONTROL in caps
+    )
     # Mooncake and ZMQ pick random ports: packet rules in the stack's namespace, where it can make one
     assert (Capability.KV_LINK in caps and Capability.CONTROL_LINK in caps) == packet_links_possible()
     assert Capability.LINK_DELAY not in caps  # delay on a packet link would need netem: not claimed
@@ -172,19 +182,36 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     from chaos.workloads import Workload
 
     history = History()
-    workload = Workload(sglang_stack.info.endpoints["client"], history, seed=7, model=MODEL_NAME, deadlines=Deadlines(stall_s=8, total_s=8))
+    workload = Workload(
+        sglang_stack.info.endpoints["client"],
+        history,
+        seed=7,
+        model=MODEL_NAME,
+        deadlines=Deadlines(stall_s=8, total_s=8),
+    )
     cursor = LogCursor(sglang_stack.logs, ("prefill", "decode", "router"))
 
     def waiting(sample: Any) -> float:
-        return sum(sample.values.get(g, 0.0) for g in ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs")) if sample else 0.0
+        return (
+            sum(sample.values.get(g, 0.0) for g in ("num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs"))
+            if sample
+            else 0.0
+        )
 
     assert workload.probe_until_ok(within_s=60).ok, "the stack is not serving (a test before this one left it broken)"
     with Sampler(history, metrics_urls(sglang_stack.info.endpoints)) as sampler:
-        assert sampler.poll(lambda: sampler.latest("decode") is not None and waiting(sampler.latest("decode")) == 0, timeout_s=5)
+        assert sampler.poll(
+            lambda: sampler.latest("decode") is not None and waiting(sampler.latest("decode")) == 0, timeout_s=5
+        )
         sglang_stack.freeze("prefill")
         try:
             with ThreadPoolExecutor(2) as pool:
-                held = [pool.submit(workload.request, "/v1/chat/completions", workload.chat(f"held {i}", max_tokens=4, stream=True)) for i in range(2)]
+                held = [
+                    pool.submit(
+                        workload.request, "/v1/chat/completions", workload.chat(f"held {i}", max_tokens=4, stream=True)
+                    )
+                    for i in range(2)
+                ]
                 seen = sampler.poll(lambda: waiting(sampler.latest("decode")) >= 2, timeout_s=6)
                 replies = [f.result(timeout=20) for f in held]
         finally:
@@ -202,7 +229,11 @@ def _generate(stack, text: str, timeout_s: float) -> tuple[str, float]:
     """One non-streaming request through the client's path: (outcome, seconds)."""
     t0 = time.monotonic()
     try:
-        r = httpx.post(f"{stack.info.endpoints['client']}/generate", json={"text": text, "sampling_params": {"max_new_tokens": 4}}, timeout=timeout_s)
+        r = httpx.post(
+            f"{stack.info.endpoints['client']}/generate",
+            json={"text": text, "sampling_params": {"max_new_tokens": 4}},
+            timeout=timeout_s,
+        )
         outcome = "ok" if r.status_code == 200 else f"status {r.status_code}"
     except httpx.TimeoutException:
         outcome = "timeout"
@@ -210,13 +241,17 @@ def _generate(stack, text: str, timeout_s: float) -> tuple[str, float]:
 
 
 @pytest.mark.skipif(not packet_links_possible(), reason="packet links need root, nsenter, iptables and tc")
-@pytest.mark.parametrize(("link", "mode"), [("kv", "blackhole"), ("kv", "crawl"), ("control", "blackhole"), ("control", "reset")])
+@pytest.mark.parametrize(
+    ("link", "mode"), [("kv", "blackhole"), ("kv", "crawl"), ("control", "blackhole"), ("control", "reset")]
+)
 def test_packet_faults_break_real_sglangs_links_and_heal(sglang_stack, link, mode):
     """Each packet fault on a real engine link: it is verified (rules read back, a probe
     stopped), the engines' own traffic meets it (its counters move) and a request does not
     get through as it would, and its heal leaves no rule or class behind."""
     at = sglang_stack.packet_link(link)
-    fault = PacketFault(sglang_stack, link, rate_kbit=8) if mode == "crawl" else PacketFault(sglang_stack, link, mode=mode)
+    fault = (
+        PacketFault(sglang_stack, link, rate_kbit=8) if mode == "crawl" else PacketFault(sglang_stack, link, mode=mode)
+    )
     fault.inject()
     try:
         evidence = fault.verify()
@@ -224,11 +259,14 @@ def test_packet_faults_break_real_sglangs_links_and_heal(sglang_stack, link, mod
     finally:
         fault.heal()
     healed = fault.verify_healed()
-    assert outcome != "ok" or took > 2.0, f"{fault.describe()}: a request crossed it untouched ({outcome} in {took:.2f}s); {evidence}"
+    assert outcome != "ok" or took > 2.0, (
+        f"{fault.describe()}: a request crossed it untouched ({outcome} in {took:.2f}s); {evidence}"
+    )
     met = fault._met
     assert met is not None and met.packets > 0, f"{fault.describe()} met none of the engines' traffic: {healed}"
-    assert "pdchaos" not in at.namespace.run("iptables", "-S") and "1:" not in at.namespace.run("tc", "class", "show", "dev", "lo")
-
+    assert "pdchaos" not in at.namespace.run("iptables", "-S") and "1:" not in at.namespace.run(
+        "tc", "class", "show", "dev", "lo"
+    )
 
 
 @pytest.mark.skipif(not packet_links_possible(), reason="packet links need root, nsenter, iptables and tc")
@@ -258,7 +296,11 @@ def test_an_attached_deployment_breaks_its_links_through_its_stack_files_command
     assert link("kv", "active").returncode == 1 and link("kv", "heal").returncode == 0  # a heal with none on is a no-op
     # nothing crossed the link while it was down (a request sent into it would leave its KV
     # connection in TCP's retransmission backoff for the suite's own fault to grow further)
-    wait_until(lambda: _generate(sglang_stack, "steady again", timeout_s=5.0)[0] == "ok", timeout_s=60, what="the stack serving again")
+    wait_until(
+        lambda: _generate(sglang_stack, "steady again", timeout_s=5.0)[0] == "ok",
+        timeout_s=60,
+        what="the stack serving again",
+    )
 
     described = run([pdchaos, "--state-dir", state, "stack-file"], timeout_s=60)
     assert described.returncode == 0, described.stderr

@@ -18,7 +18,12 @@ pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm")
 def test_only_unmapped_engine_files_since_the_start_are_orphans():
     tag = uuid.uuid4().hex[:8]
     since = time.time() - 1
-    held, dropped, stranger, old = (SHM / f"sem.mp-pdchaos{tag}a", SHM / f"sglang_loads_pdchaos{tag}_b.shm", SHM / f"pdchaos{tag}-other", SHM / f"sem.mp-pdchaos{tag}old")
+    held, dropped, stranger, old = (
+        SHM / f"sem.mp-pdchaos{tag}a",
+        SHM / f"sglang_loads_pdchaos{tag}_b.shm",
+        SHM / f"pdchaos{tag}-other",
+        SHM / f"sem.mp-pdchaos{tag}old",
+    )
     try:
         for p in (held, dropped, stranger, old):
             p.write_bytes(b"\0" * mmap.PAGESIZE)

@@ -53,7 +53,11 @@ def test_the_growth_report_draws_every_quantity(tmp_path):
     for t in range(8):
         h.append(Sample(float(t), PROCS, {"open_fds:decode": 10.0 + t}))
         h.append(TriggerFired(t + 0.1, CHECKPOINT, "quiet"))
-    render_growth(h, [Limit(Metric(PROCS, "open_fds:decode"), 8, unit=" fds"), Limit(Metric(PROCS, "open_fds:router"), 8)], tmp_path)
+    render_growth(
+        h,
+        [Limit(Metric(PROCS, "open_fds:decode"), 8, unit=" fds"), Limit(Metric(PROCS, "open_fds:router"), 8)],
+        tmp_path,
+    )
     table = (tmp_path / "soak.md").read_text()
     assert "8 checkpoints" in table and "+3.6e+03 fds" in table and "unknown" in table
     assert (tmp_path / "soak.png").stat().st_size > 0

@@ -35,7 +35,13 @@ def cli(tmp_path, pytestconfig):
 
 
 def test_up_json_status_down_leaves_no_process(cli):
-    up = cli("up", "--port-base", str(cli.base), "--json", env={"PDSIM_DEFECTS": "", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "7"})
+    up = cli(
+        "up",
+        "--port-base",
+        str(cli.base),
+        "--json",
+        env={"PDSIM_DEFECTS": "", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "7"},
+    )
     assert up.returncode == 0, up.stderr
     info = json.loads(up.stdout)
     assert json.loads((cli.state / "stack.json").read_text()) == info
@@ -46,8 +52,14 @@ def test_up_json_status_down_leaves_no_process(cli):
     for svc in info["services"].values():
         assert alive(svc["pid"]) and Path(svc["log"]).exists()
     assert info["config"]["timeouts"]["bootstrap_s"] == 7.0  # the environment reaches the engines
-    assert info["services"]["prefill"]["env"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "7"  # an integer, as SGLang parses it
-    r = httpx.post(info["endpoints"]["client"] + "/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 2}}, timeout=10)
+    assert (
+        info["services"]["prefill"]["env"]["SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"] == "7"
+    )  # an integer, as SGLang parses it
+    r = httpx.post(
+        info["endpoints"]["client"] + "/generate",
+        json={"text": "hi", "sampling_params": {"max_new_tokens": 2}},
+        timeout=10,
+    )
     assert r.status_code == 200
 
     status = json.loads(cli("status").stdout)
@@ -77,7 +89,9 @@ def test_unknown_defect_is_one_clear_error_and_leaves_nothing_running(cli):
 
 def test_missing_toxiproxy_is_one_clear_error(cli):
     up = cli("up", "--port-base", str(cli.base), env={"TOXIPROXY_SERVER": "/nonexistent/toxiproxy-server"})
-    assert up.returncode == 1 and "TOXIPROXY_SERVER=/nonexistent/toxiproxy-server is not an executable file" in up.stderr
+    assert (
+        up.returncode == 1 and "TOXIPROXY_SERVER=/nonexistent/toxiproxy-server is not an executable file" in up.stderr
+    )
 
 
 def test_busy_port_is_refused(cli):

@@ -11,13 +11,21 @@ from chaos.stack import PortPlan, Timeouts
 
 def test_integer_timeouts_are_written_as_integers():
     env = Timeouts().to_env()
-    for var in ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT", "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE"):
+    for var in (
+        "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+        "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+        "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT",
+        "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE",
+    ):
         assert int(env[var]) == int(float(env[var])) and "." not in env[var], (var, env[var])
     assert float(env["SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL"]) == 2.0  # EnvFloat in SGLang
 
 
 def test_a_float_for_an_integer_timeout_is_refused_with_sglangs_reason():
-    with pytest.raises(ConfigError, match=r"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT='3\.0' is not a whole number \(SGLang parses it with int\(\)\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT='3\.0' is not a whole number \(SGLang parses it with int\(\)\)",
+    ):
         Timeouts.from_env({"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "3.0"})
     assert Timeouts.from_env({"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "9"}).waiting_s == 9
 

@@ -37,7 +37,9 @@ def test_prefill_bootstrap_timeout_fires_with_sglang_message(stack, t):
         msg,
     ), msg
     assert leg.body["code"] == 500 and leg.body["object"] == "error"
-    assert gauge(stack, "prefill", "num_bootstrap_failed_reqs_total") == before + 1  # absent before the first failure: 0
+    assert (
+        gauge(stack, "prefill", "num_bootstrap_failed_reqs_total") == before + 1
+    )  # absent before the first failure: 0
     assert gauge(stack, "prefill", "num_prefill_bootstrap_queue_reqs") == 0
 
 
@@ -63,11 +65,21 @@ def test_prefill_inflight_watchdog_frees_a_transfer_to_a_frozen_decode(stack, t)
 
     before = gauge(stack, "prefill", "num_transfer_failed_reqs_total")
     result = {}
-    body = {"input_ids": list(range(1, 1501)), "sampling_params": {"max_new_tokens": 4}, "rid": "r-inflight"}  # 1.5 s forward
-    worker = threading.Thread(target=lambda: result.update(send(stack, "/generate", body, room=999, timeout_s=t["inflight_s"] + 5)))
+    body = {
+        "input_ids": list(range(1, 1501)),
+        "sampling_params": {"max_new_tokens": 4},
+        "rid": "r-inflight",
+    }  # 1.5 s forward
+    worker = threading.Thread(
+        target=lambda: result.update(send(stack, "/generate", body, room=999, timeout_s=t["inflight_s"] + 5))
+    )
     worker.start()
     try:
-        wait_until(lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode sent metadata")
+        wait_until(
+            lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1,
+            timeout_s=5,
+            what="decode sent metadata",
+        )
         stack.freeze("decode")
         worker.join(timeout=t["inflight_s"] + 3)
     finally:
@@ -77,8 +89,13 @@ def test_prefill_inflight_watchdog_frees_a_transfer_to_a_frozen_decode(stack, t)
     assert p.status == 500
     forward_s = 1.5
     assert t["inflight_s"] + forward_s <= p.elapsed_s <= t["inflight_s"] + forward_s + SLACK_S
-    assert f"timed out after {t['inflight_s']:.0f}." in p.body["message"] and "in the prefill inflight queue" in p.body["message"]
-    assert p.body["message"].startswith("Prefill transfer failed for request rank=0 req.rid='r-inflight' req.bootstrap_room=999")
+    assert (
+        f"timed out after {t['inflight_s']:.0f}." in p.body["message"]
+        and "in the prefill inflight queue" in p.body["message"]
+    )
+    assert p.body["message"].startswith(
+        "Prefill transfer failed for request rank=0 req.rid='r-inflight' req.bootstrap_room=999"
+    )
     assert gauge(stack, "prefill", "num_transfer_failed_reqs_total") == before + 1
     assert gauge(stack, "prefill", "num_prefill_inflight_queue_reqs") == 0
 
@@ -107,7 +124,11 @@ def test_decode_heartbeat_detects_lost_prefill(stack, t):
     try:
         from chaos.wait import wait_until
 
-        wait_until(lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode room waiting")
+        wait_until(
+            lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1,
+            timeout_s=5,
+            what="decode room waiting",
+        )
         with proxy_down(stack, "bootstrap"):
             down_at = time.monotonic()
             worker.join(timeout=t["waiting_s"] + 5)

@@ -9,12 +9,38 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.growth import CHECKPOINT, Limit
-from chaos.history import Chunk, Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Phase, Sample, Stage, TriggerFired
+from chaos.history import (
+    Chunk,
+    Complete,
+    FaultEvent,
+    History,
+    Invoke,
+    LogEvent,
+    Outcome,
+    Phase,
+    Sample,
+    Stage,
+    TriggerFired,
+)
 from chaos.pipeline import Metric
 from chaos.sampler import HEALTH
 
 
-def op(h: History, name: str, t0: float, t1: float | None, outcome: Outcome = Outcome.OK, *, reply: str = "r", context: str = "", phase: str = "", agent: str = "", rnd: int = -1, prompt: int | None = None, error: str = "") -> None:
+def op(
+    h: History,
+    name: str,
+    t0: float,
+    t1: float | None,
+    outcome: Outcome = Outcome.OK,
+    *,
+    reply: str = "r",
+    context: str = "",
+    phase: str = "",
+    agent: str = "",
+    rnd: int = -1,
+    prompt: int | None = None,
+    error: str = "",
+) -> None:
     h.append(Invoke(t0, 0.0, name, "/v1/chat/completions", True, agent, rnd, context, Phase(phase)))
     if t1 is not None:
         h.append(Complete(t1, 0.0, name, outcome, 200 if outcome is Outcome.OK else 500, error, reply, prompt, 2))
@@ -78,7 +104,6 @@ def test_watchdog_fired():
     assert status(check, short) is v.Status.UNKNOWN  # samples stop before the window closes
 
 
-
 def test_a_watchdog_that_fired_early_fails_whatever_came_after():
     """Seen on an engine whose decode waiting timeout fired at 3 s instead of 6: the rise at
     +3.12 s is a definite failure, though the samples ended at +3.31 s, before the window
@@ -87,10 +112,20 @@ def test_a_watchdog_that_fired_early_fails_whatever_came_after():
     cut_short, then_on_time = History(), History()
     for h, rises, end in ((cut_short, (4.12,), 4.31), (then_on_time, (4.12, 7.5), 12.0)):
         fault(h, 1.0, 1.2)
-        series(h, "decode", "fails", [(t / 100, float(sum(t / 100 >= r for r in rises))) for t in range(0, int(end * 100) + 1, 10)] + [(end, float(len(rises)))])
+        series(
+            h,
+            "decode",
+            "fails",
+            [(t / 100, float(sum(t / 100 >= r for r in rises))) for t in range(0, int(end * 100) + 1, 10)]
+            + [(end, float(len(rises)))],
+        )
     for h in (cut_short, then_on_time):
         verdict = check(h)
-        assert verdict.status is v.Status.FAIL and "fired early" in verdict.message and "3.20s after the fault" in verdict.message, verdict
+        assert (
+            verdict.status is v.Status.FAIL
+            and "fired early" in verdict.message
+            and "3.20s after the fault" in verdict.message
+        ), verdict
 
 
 def test_watchdog_fired_after_a_slow_heal_counts_from_when_the_heal_began():
@@ -122,7 +157,10 @@ def test_watchdog_fired_per_request_counts_from_the_first_request_into_the_fault
         if h is not idle:
             op(h, "a", 2.1, 5.7, Outcome.CLEAN_ERROR)
         series(h, "prefill", "fails", [(t / 10, 1.0 if t / 10 >= rise else 0.0) for t in range(0, 100)])
-    assert status(check, on_time) is v.Status.PASS and "3.50s after the first request into the fault" in check(on_time).message
+    assert (
+        status(check, on_time) is v.Status.PASS
+        and "3.50s after the first request into the fault" in check(on_time).message
+    )
     assert status(check, early) is v.Status.FAIL and "+1.90s" in check(early).message
     assert status(check, idle) is v.Status.UNKNOWN
 
@@ -158,7 +196,9 @@ def test_no_leak_since_the_last_fault_counts_from_the_fault_that_struck():
     series(h, "prefill", "inflight", [(0.5, 0), (1.2, 0), (2.5, 4), (3.1, 4), (5.0, 4), (6.4, 4), (7.0, 0)])
     last = v.no_leak(gauges=[("prefill", "inflight")], within_s=3.5, since=v.Since.LAST_FAULT)
     assert status(last, h) is v.Status.FAIL and "stayed above its baseline 0 (max 4" in last(h).message
-    assert status(v.no_leak(gauges=[("prefill", "inflight")], within_s=4.5, since=v.Since.LAST_FAULT), h) is v.Status.PASS
+    assert (
+        status(v.no_leak(gauges=[("prefill", "inflight")], within_s=4.5, since=v.Since.LAST_FAULT), h) is v.Status.PASS
+    )
 
 
 def test_recovers():
@@ -271,13 +311,18 @@ def test_charged_only_where_struck():
 
 
 def test_a_known_issue_fails_alone_or_the_test_fails_strictly():
-    passed, failed = v.Verdict("recovers", v.Status.PASS, "ok"), v.Verdict("charged_only_where_struck", v.Status.FAIL, "prefill charged")
+    passed, failed = (
+        v.Verdict("recovers", v.Status.PASS, "ok"),
+        v.Verdict("charged_only_where_struck", v.Status.FAIL, "prefill charged"),
+    )
     known = {"charged_only_where_struck": "KNOWN ISSUE smg 1.13.0: both charged"}
     with pytest.raises(v.KnownIssueSeen, match="both charged.*prefill charged"):
         v.raise_unless_passed([passed, failed], known)
     with pytest.raises(v.VerdictFailed, match=r"\[FAIL\] no_leak(.|\n)*known issue"):
         v.raise_unless_passed([v.Verdict("no_leak", v.Status.FAIL, "held"), failed], known)
-    with pytest.raises(v.VerdictFailed, match=r"XPASS\(strict\)\] charged_only_where_struck: known issue not shown \(fine\)"):
+    with pytest.raises(
+        v.VerdictFailed, match=r"XPASS\(strict\)\] charged_only_where_struck: known issue not shown \(fine\)"
+    ):
         v.raise_unless_passed([passed, v.Verdict("charged_only_where_struck", v.Status.PASS, "fine")], known)
     with pytest.raises(v.VerdictFailed, match="not judged"):
         v.raise_unless_passed([passed], known)
@@ -336,14 +381,19 @@ def test_a_counter_created_at_its_first_increment_rises_from_zero():
         h.append(Sample(t, "prefill", {"num_running_reqs": 0.0}))
     h.append(Sample(4.1, "prefill", {"num_running_reqs": 0.0, "num_bootstrap_failed_reqs_total": 1.0}))
     h.append(Sample(6.0, "prefill", {"num_running_reqs": 0.0, "num_bootstrap_failed_reqs_total": 1.0}))
-    fired = v.watchdog_fired("bootstrap", Metric("prefill", "num_bootstrap_failed_reqs_total"), timeout_s=3.0, slack_s=1.5)
+    fired = v.watchdog_fired(
+        "bootstrap", Metric("prefill", "num_bootstrap_failed_reqs_total"), timeout_s=3.0, slack_s=1.5
+    )
     assert status(fired, h) is v.Status.PASS
     assert status(v.counter_never_rises(Metric("prefill", "num_bootstrap_failed_reqs_total")), h) is v.Status.FAIL
     never = History()  # the engine answered every scrape and never created the counter: no failure
     fault(never, 1.0, 1.5)
     for t in (0.5, 2.0, 9.0):
         never.append(Sample(t, "prefill", {"num_running_reqs": 0.0}))
-    assert status(fired, never) is v.Status.FAIL and status(v.counter_never_rises(Metric("prefill", "num_bootstrap_failed_reqs_total")), never) is v.Status.PASS
+    assert (
+        status(fired, never) is v.Status.FAIL
+        and status(v.counter_never_rises(Metric("prefill", "num_bootstrap_failed_reqs_total")), never) is v.Status.PASS
+    )
     other = v.counter_never_rises(Metric("prefill", "some_other_counter_total"))  # not known to be created lazily
     assert status(other, never) is v.Status.UNKNOWN
     silent = History()  # the engine never answered: nothing is known
@@ -388,7 +438,9 @@ def test_ended_as_is_a_premise():
     op(refused, "a", 0, 0.1, Outcome.CLEAN_ERROR, phase="fault", error="503 model not found")
     check = v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="in flight when abandoned")
     assert status(check, abandoned) is v.Status.PASS
-    assert status(check, refused) is v.Status.UNKNOWN and "503 model not found" in check(refused).message  # never a fail: nothing was tested
+    assert (
+        status(check, refused) is v.Status.UNKNOWN and "503 model not found" in check(refused).message
+    )  # never a fail: nothing was tested
 
 
 def test_a_wrong_reply_shows_where_it_leaves_its_baseline():
@@ -475,17 +527,30 @@ def test_does_not_grow():
 
 
 def test_growth_leaves_out_the_warm_up_and_allows_a_share_of_the_first_value():
-    warming = _soak([(0, 100.0), (2, 150.0), (4, 200.0), (6, 200.0), (8, 200.0), (10, 200.0), (12, 200.0), (14, 200.0)], "rss_bytes:router")
+    warming = _soak(
+        [(0, 100.0), (2, 150.0), (4, 200.0), (6, 200.0), (8, 200.0), (10, 200.0), (12, 200.0), (14, 200.0)],
+        "rss_bytes:router",
+    )
     rss = Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.05)
     assert status(v.does_not_grow([rss]), warming) is v.Status.PASS  # the first quarter is warm-up
-    growing = _soak([(t, 200.0 + 2 * t) for t in range(0, 16, 2)], "rss_bytes:router")  # +20 over the window: 10% of 200
+    growing = _soak(
+        [(t, 200.0 + 2 * t) for t in range(0, 16, 2)], "rss_bytes:router"
+    )  # +20 over the window: 10% of 200
     assert status(v.does_not_grow([rss]), growing) is v.Status.FAIL
-    assert status(v.does_not_grow([Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.2)]), growing) is v.Status.PASS
+    assert (
+        status(v.does_not_grow([Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.2)]), growing) is v.Status.PASS
+    )
 
 
 def _received(h: History, op: str, *rids: str, service: str = "prefill") -> None:
     for rid in rids:
-        h.append(LogEvent(1.0, service, f"op={op} 2026-12-02 00:00:00.000 INFO {service} event=req rid={rid} state=received xrid={op}"))
+        h.append(
+            LogEvent(
+                1.0,
+                service,
+                f"op={op} 2026-12-02 00:00:00.000 INFO {service} event=req rid={rid} state=received xrid={op}",
+            )
+        )
 
 
 def test_amplification_at_most():
@@ -498,7 +563,10 @@ def test_amplification_at_most():
     _received(over, "a", *(f"r{i}" for i in range(7)))
     _received(unseen, "a", "d1", service="decode")
     check = v.amplification_at_most(5, phase=Phase.FAULT)
-    assert status(check, within) is v.Status.PASS and "amplification 2.00 mean, 3 worst over 2 requests (budget 5)" in check(within).message
+    assert (
+        status(check, within) is v.Status.PASS
+        and "amplification 2.00 mean, 3 worst over 2 requests (budget 5)" in check(within).message
+    )
     assert status(check, over) is v.Status.FAIL and "a x7" in check(over).message
     assert status(check, unseen) is v.Status.UNKNOWN
     assert status(v.requests_retried(phase=Phase.FAULT, why="x"), within) is v.Status.PASS
@@ -545,7 +613,9 @@ def test_queued_for_and_gauge_reached():
     queue = Metric("decode", "prealloc")
     held, broken = History(), History()
     series(held, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 5), (6.0, 1), (6.5, 0)])
-    series(broken, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 0), (4.0, 5), (6.5, 0)])  # single samples, a break between
+    series(
+        broken, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 0), (4.0, 5), (6.5, 0)]
+    )  # single samples, a break between
     check = v.queued_for(queue, 4.5, why="no overload")
     assert status(check, held) is v.Status.PASS and "5.00s" in check(held).message
     assert status(check, broken) is v.Status.UNKNOWN and "0.00s at most" in check(broken).message

@@ -21,7 +21,13 @@ LONG = {**CHAT, "max_tokens": 300, "stream": True}  # about 3 s of tokens
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("path, body", [("/v1/chat/completions", CHAT), ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}})])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/v1/chat/completions", CHAT),
+        ("/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}),
+    ],
+)
 def test_ok(workload, path, body, stream):
     usage = {"stream_options": {"include_usage": True}} if stream and "messages" in body else {}
     reply = workload.request(path, {**body, "stream": stream, **usage})
@@ -68,7 +74,9 @@ def test_limit_data_mid_stream_is_truncated(workload, faults):
 
 def test_silence_inside_an_open_stream_is_stalled(stack, workload, faults, history):
     out = {}
-    th = threading.Thread(target=lambda: out.update(r=workload.request("/v1/chat/completions", LONG, deadlines=Deadlines(stall_s=1.0))))
+    th = threading.Thread(
+        target=lambda: out.update(r=workload.request("/v1/chat/completions", LONG, deadlines=Deadlines(stall_s=1.0)))
+    )
     th.start()
     wait_until(lambda: any(isinstance(r, Chunk) for r in history.records), timeout_s=5, what="first chunk")
     faults.toxiproxy.add_toxic("client_router", Toxic("hole", "timeout", attributes={"timeout": 0}))
@@ -120,7 +128,13 @@ def test_total_deadline_cuts_a_body_that_never_comes():
 
         t = threading.Thread(target=head_only, daemon=True)
         t.start()
-        w = Workload(f"http://127.0.0.1:{server.getsockname()[1]}", History(), 1, MODEL, deadlines=Deadlines(read_s=60, stall_s=60, total_s=1.0))
+        w = Workload(
+            f"http://127.0.0.1:{server.getsockname()[1]}",
+            History(),
+            1,
+            MODEL,
+            deadlines=Deadlines(read_s=60, stall_s=60, total_s=1.0),
+        )
         try:
             reply = w.request("/v1/chat/completions", w.chat("hello?", max_tokens=2))
         finally:

@@ -115,19 +115,29 @@ def _fmt(v: float | None) -> str:
     return "-" if v is None else f"{v:g}"
 
 
-def diagnose(stats: list[HopStats], *, unreachable: dict[str, str], probes: dict[str, dict[str, Any]], open_requests: dict[str, list[str]]) -> Diagnosis:
+def diagnose(
+    stats: list[HopStats],
+    *,
+    unreachable: dict[str, str],
+    probes: dict[str, dict[str, Any]],
+    open_requests: dict[str, list[str]],
+) -> Diagnosis:
     """The most likely location of a stuck request, in this order of evidence: a service that
     does not answer; a hop pinned with flat progress (the earliest one in the pipeline); the
     router holding requests while every engine hop is idle; a failing probe through the
     client's path while the router's own succeeds; otherwise no problem."""
     by = {s.hop: s for s in stats}
     holding = [f"{s.hop} max {_fmt(s.max)} last {_fmt(s.last)} ({s.shape})" for s in stats if s.max]
-    engines_idle = all(not by[h].max for h in ENGINE_HOPS if h in by) and not any(s in unreachable for s in ("prefill", "decode"))
+    engines_idle = all(not by[h].max for h in ENGINE_HOPS if h in by) and not any(
+        s in unreachable for s in ("prefill", "decode")
+    )
 
     for service in ("decode", "prefill", "router"):
         if service in unreachable:
             # the hop its open requests sit in, from its last answered samples or its log
-            hops = [s.hop for s in stats if s.source == service and s.max] + [h for h in open_requests if h.startswith(service)]
+            hops = [s.hop for s in stats if s.source == service and s.max] + [
+                h for h in open_requests if h.startswith(service)
+            ]
             where = min(hops, key=_pipeline_order) if hops else service
             ev = [f"{service} did not answer /metrics: {unreachable[service]}"] + holding
             n_open = sum(len(ids) for hop, ids in open_requests.items() if hop.startswith(service))
@@ -138,26 +148,54 @@ def diagnose(stats: list[HopStats], *, unreachable: dict[str, str], probes: dict
     stuck = [s for s in stats if s.verdict == "stuck" and s.source != "router"]
     if stuck:
         s = stuck[0]
-        return Diagnosis(s.hop, "stuck", [f"{s.hop} held {_fmt(s.min)}-{_fmt(s.max)} for the whole window while its progress counters stayed flat"] + [h for h in holding if not h.startswith(s.hop)])
+        return Diagnosis(
+            s.hop,
+            "stuck",
+            [f"{s.hop} held {_fmt(s.min)}-{_fmt(s.max)} for the whole window while its progress counters stayed flat"]
+            + [h for h in holding if not h.startswith(s.hop)],
+        )
 
     router = by.get("router", HopStats("router", "router", 0))
     if engines_idle and router.max:
         state = "stuck" if router.verdict == "stuck" else "holding"
-        return Diagnosis("router", state, [f"router in-flight max {_fmt(router.max)} last {_fmt(router.last)} ({router.shape}) while every engine hop stayed at 0"])
+        return Diagnosis(
+            "router",
+            state,
+            [
+                f"router in-flight max {_fmt(router.max)} last {_fmt(router.last)} ({router.shape}) while every engine hop stayed at 0"
+            ],
+        )
 
     client_probe, router_probe = probes.get("client"), probes.get("router")
     if client_probe and not client_probe["ok"] and engines_idle and not router.max:
-        ev = [f"a probe through the client's path failed ({client_probe['outcome']} after {client_probe['seconds']:.2f}s)"]
+        ev = [
+            f"a probe through the client's path failed ({client_probe['outcome']} after {client_probe['seconds']:.2f}s)"
+        ]
         if router_probe:
-            ev.append(f"a probe straight to the router {'succeeded' if router_probe['ok'] else 'failed too'} in {router_probe['seconds']:.2f}s")
+            ev.append(
+                f"a probe straight to the router {'succeeded' if router_probe['ok'] else 'failed too'} in {router_probe['seconds']:.2f}s"
+            )
         ev.append("router and engines idle")
         if router_probe and not router_probe["ok"]:
             return Diagnosis("router", "failing", ev)
         return Diagnosis(BEFORE_ROUTER, "stuck", ev)
     if router_probe and not router_probe["ok"]:
-        return Diagnosis("router", "failing", [f"a fresh request straight to the router failed: {router_probe['outcome']} {router_probe.get('error', '')[:120]}"] + holding)
+        return Diagnosis(
+            "router",
+            "failing",
+            [
+                f"a fresh request straight to the router failed: {router_probe['outcome']} {router_probe.get('error', '')[:120]}"
+            ]
+            + holding,
+        )
 
-    ev = [f"{s.hop} {s.verdict}: {_fmt(s.min)}-{_fmt(s.max)}, back to 0" if s.shape == "rotating" else f"{s.hop} {s.verdict} at {_fmt(s.min)}-{_fmt(s.max)}" for s in stats if s.max]
+    ev = [
+        f"{s.hop} {s.verdict}: {_fmt(s.min)}-{_fmt(s.max)}, back to 0"
+        if s.shape == "rotating"
+        else f"{s.hop} {s.verdict} at {_fmt(s.min)}-{_fmt(s.max)}"
+        for s in stats
+        if s.max
+    ]
     ev = ev or ["every hop idle"]
     ok_probes = [f"probe via {k} ok in {p['seconds']:.2f}s" for k, p in probes.items() if p["ok"]]
     return Diagnosis(NO_PROBLEM, "ok", ev + ok_probes)

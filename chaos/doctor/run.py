@@ -52,7 +52,12 @@ class DoctorReport:
             "unreachable": self.unreachable,
             "open_requests": self.open_requests,
             "probes": self.probes,
-            "diagnosis": {"location": self.diagnosis.location, "state": self.diagnosis.state, "evidence": self.diagnosis.evidence, "line": self.diagnosis.line()},
+            "diagnosis": {
+                "location": self.diagnosis.location,
+                "state": self.diagnosis.state,
+                "evidence": self.diagnosis.evidence,
+                "line": self.diagnosis.line(),
+            },
         }
 
 
@@ -61,13 +66,28 @@ def _probe(url: str) -> dict[str, Any]:
     client = Client(url, History(), _PROBE)
     t0 = time.monotonic()
     try:
-        reply = client.request("/generate", {"text": "pdchaos doctor probe", "sampling_params": {"max_new_tokens": 2}}, phase=Phase.PROBE)
+        reply = client.request(
+            "/generate", {"text": "pdchaos doctor probe", "sampling_params": {"max_new_tokens": 2}}, phase=Phase.PROBE
+        )
     finally:
         client.close()
-    return {"url": url, "ok": reply.ok, "outcome": reply.outcome.value, "seconds": round(time.monotonic() - t0, 3), "error": reply.error[:200]}
+    return {
+        "url": url,
+        "ok": reply.ok,
+        "outcome": reply.outcome.value,
+        "seconds": round(time.monotonic() - t0, 3),
+        "error": reply.error[:200],
+    }
 
 
-def run_doctor(target: Target, *, window_s: float = 10.0, probe: bool = False, logs_since: float | None = None, interval_s: float = INTERVAL_S) -> DoctorReport:
+def run_doctor(
+    target: Target,
+    *,
+    window_s: float = 10.0,
+    probe: bool = False,
+    logs_since: float | None = None,
+    interval_s: float = INTERVAL_S,
+) -> DoctorReport:
     e = target.info.endpoints
     urls = {name: url for name, url in metrics_urls(e).items() if name != "toxiproxy"}  # the hops' own sources
     history = History()
@@ -79,8 +99,15 @@ def run_doctor(target: Target, *, window_s: float = 10.0, probe: bool = False, l
         sampler.stop()
 
     samples = {name: sum(1 for s in history.of(Sample) if s.source == name) for name in urls}
-    unreachable = {name: f"{len(sampler.failures[name])} of {len(sampler.failures[name]) + samples[name]} scrapes failed" for name in ("router", "prefill", "decode") if samples[name] == 0}
-    stats = [hop_stats(h, history.series(h.service, h.gauges[0]), {c: history.series(h.service, c) for c in h.progress}) for h in HOPS]  # HOPS: hops with a gauge
+    unreachable = {
+        name: f"{len(sampler.failures[name])} of {len(sampler.failures[name]) + samples[name]} scrapes failed"
+        for name in ("router", "prefill", "decode")
+        if samples[name] == 0
+    }
+    stats = [
+        hop_stats(h, history.series(h.service, h.gauges[0]), {c: history.series(h.service, c) for c in h.progress})
+        for h in HOPS
+    ]  # HOPS: hops with a gauge
 
     since = logs_since if logs_since is not None else started - 600.0
     logs = {}
@@ -98,7 +125,9 @@ def run_doctor(target: Target, *, window_s: float = 10.0, probe: bool = False, l
             probes["client"] = _probe(e["client"])
 
     diagnosis = diagnose(stats, unreachable=unreachable, probes=probes, open_requests=opened)
-    return DoctorReport(target.info.kind, window_s, interval_s, stats, unreachable, opened, probes, diagnosis, started, samples=samples)
+    return DoctorReport(
+        target.info.kind, window_s, interval_s, stats, unreachable, opened, probes, diagnosis, started, samples=samples
+    )
 
 
 def write_report(report: DoctorReport, reports_dir: Path) -> Path:
@@ -114,7 +143,12 @@ def write_report(report: DoctorReport, reports_dir: Path) -> Path:
     fig, axes = plt.subplots(len(report.stats), 1, figsize=(10, 1.4 * len(report.stats)), sharex=True)
     for ax, st in zip(axes, report.stats):
         if st.series:
-            ax.step([t for t, _ in st.series], [v for _, v in st.series], where="post", color="tab:red" if st.verdict == "stuck" else "tab:blue")
+            ax.step(
+                [t for t, _ in st.series],
+                [v for _, v in st.series],
+                where="post",
+                color="tab:red" if st.verdict == "stuck" else "tab:blue",
+            )
         else:
             ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", va="center", color="grey")
         ax.set_ylabel(st.hop.replace(" ", "\n"), rotation=0, ha="right", va="center", fontsize=8)

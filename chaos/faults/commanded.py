@@ -36,7 +36,9 @@ class CommandedLinkFault(LinkFault):
     kind = "link"
     how = "the stack file's commands"
 
-    def __init__(self, link: str, commands: dict[str, str], run: Runner, *, mode: str = "", rate_kbit: int | None = None) -> None:
+    def __init__(
+        self, link: str, commands: dict[str, str], run: Runner, *, mode: str = "", rate_kbit: int | None = None
+    ) -> None:
         super().__init__(link, mode=mode, rate_kbit=rate_kbit)
         self.commands, self._run = commands, run
         self.action = mode or "crawl"

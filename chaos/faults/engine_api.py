@@ -31,7 +31,11 @@ class AbortAll(Fault):
         return f"abort every request on {self.service}"
 
     def inject(self) -> None:
-        reply = httpx.post(f"{self.target.info.endpoints[self.service]}/abort_request", json={"rid": "", "abort_all": True}, timeout=HTTP_CALL_S)
+        reply = httpx.post(
+            f"{self.target.info.endpoints[self.service]}/abort_request",
+            json={"rid": "", "abort_all": True},
+            timeout=HTTP_CALL_S,
+        )
         self._status = reply.status_code
 
     def verify(self) -> str:

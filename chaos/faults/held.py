@@ -31,7 +31,9 @@ def link_command(target: Target, link: str, action: str, *, rate_kbit: int | Non
     while a fault is on the link (its counters printed), 1 when none is; ``heal`` with none
     on is a no-op, like every heal."""
     if not isinstance(target, PacketLinks) or link not in target.packet_links:
-        raise ConfigError(f"the {target.info.kind} stack breaks no link {link!r} with packet rules (sglang-cpu does: kv, control)")
+        raise ConfigError(
+            f"the {target.info.kind} stack breaks no link {link!r} with packet rules (sglang-cpu does: kv, control)"
+        )
     path = _state_file(target, link)
     held = PacketFault.from_state(target, json.loads(path.read_text())) if path.exists() else None
     if action == "active":
@@ -50,7 +52,13 @@ def link_command(target: Target, link: str, action: str, *, rate_kbit: int | Non
         raise ConfigError(f"{held.describe()} is on {link} already: `pdchaos link {link} heal` first")
     if action == "crawl" and not rate_kbit:
         raise ConfigError("crawl needs --rate-kbit N (above 0)")
-    fault = PacketFault(target, link, mode="" if action == "crawl" else action, rate_kbit=rate_kbit if action == "crawl" else None, minor=_MINOR[link])
+    fault = PacketFault(
+        target,
+        link,
+        mode="" if action == "crawl" else action,
+        rate_kbit=rate_kbit if action == "crawl" else None,
+        minor=_MINOR[link],
+    )
     fault.inject()
     try:
         evidence = fault.verify()

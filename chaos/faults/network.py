@@ -46,10 +46,13 @@ def remove_toxic(client: ToxiproxyClient, proxy: str, name: str, *, restart_toxi
     created again, where the target can restart it. Without that, ``FaultNotHealed``: the
     stack stays unsteady for what comes after, and says why. Every path that removes a toxic
     (faults, the rig's own tests, fixtures) heals through here."""
+
     def heal() -> str:
         return "; proxy cycled: its DELETE failed" if client.remove_toxic_or_cycle(proxy, name) else ""
 
-    return _or_fresh_toxiproxy(heal, "removing the toxic", f"cannot remove toxic {name} from {proxy}", restart_toxiproxy)
+    return _or_fresh_toxiproxy(
+        heal, "removing the toxic", f"cannot remove toxic {name} from {proxy}", restart_toxiproxy
+    )
 
 
 def enable_proxy(client: ToxiproxyClient, proxy: str, *, restart_toxiproxy: Restarter | None) -> str:
@@ -73,6 +76,7 @@ def _or_fresh_toxiproxy(heal: Callable[[], str], doing: str, failed: str, restar
             raise FaultNotHealed(f"{failed}: {exc}") from exc
         restart_toxiproxy()
         return f"; Toxiproxy restarted: its API hung {doing} ({exc})"
+
 
 _PROBE_TIMEOUT_S = 1.0
 
@@ -105,7 +109,15 @@ class ToxicFault(Fault):
 
     kind = "toxic"
 
-    def __init__(self, client: ToxiproxyClient, proxy: str, toxic: Toxic, *, probe_url: str | None = None, restart_toxiproxy: Restarter | None = None) -> None:
+    def __init__(
+        self,
+        client: ToxiproxyClient,
+        proxy: str,
+        toxic: Toxic,
+        *,
+        probe_url: str | None = None,
+        restart_toxiproxy: Restarter | None = None,
+    ) -> None:
         self.client, self.proxy, self.toxic, self.probe_url = client, proxy, toxic, probe_url
         self._restart_toxiproxy, self._forced = restart_toxiproxy, ""
 
@@ -127,9 +139,11 @@ class ToxicFault(Fault):
         listed = self._listed()
         if listed is None:
             raise FaultNotApplied(f"toxic {self.toxic.name} is not listed on {self.proxy}")
-        if (listed.type, listed.stream, listed.toxicity) != (self.toxic.type, self.toxic.stream, self.toxic.toxicity) or any(
-            listed.attributes.get(k) != v for k, v in self.toxic.attributes.items()
-        ):
+        if (listed.type, listed.stream, listed.toxicity) != (
+            self.toxic.type,
+            self.toxic.stream,
+            self.toxic.toxicity,
+        ) or any(listed.attributes.get(k) != v for k, v in self.toxic.attributes.items()):
             raise FaultNotApplied(f"toxic on {self.proxy} reads back as {listed}, not {self.toxic}")
         evidence = f"listed on {self.proxy}: {listed.type} {listed.stream} {listed.attributes}"
         return evidence + self._probe_effect()
@@ -142,7 +156,9 @@ class ToxicFault(Fault):
             want = (attrs.get("latency", 0) - attrs.get("jitter", 0)) / 1000
             result, took = _probe(self.probe_url, want + _PROBE_TIMEOUT_S)
             if result != "ok" or took < want:
-                raise FaultNotApplied(f"probe through {self.proxy} took {took:.3f}s ({result}); expected >= {want:.3f}s")
+                raise FaultNotApplied(
+                    f"probe through {self.proxy} took {took:.3f}s ({result}); expected >= {want:.3f}s"
+                )
         elif kind == "timeout" or (kind == "bandwidth" and attrs.get("rate") == 0):
             result, took = _probe(self.probe_url, _PROBE_TIMEOUT_S)
             blackholed = result == "timeout" or (attrs.get("timeout", 0) > 0 and result == "reset")
@@ -170,7 +186,9 @@ class ProxyDown(Fault):
 
     kind = "down"
 
-    def __init__(self, client: ToxiproxyClient, proxy: str, listen: str, *, restart_toxiproxy: Restarter | None = None) -> None:
+    def __init__(
+        self, client: ToxiproxyClient, proxy: str, listen: str, *, restart_toxiproxy: Restarter | None = None
+    ) -> None:
         self.client, self.proxy, self.listen = client, proxy, listen
         self._restart_toxiproxy, self._forced = restart_toxiproxy, ""
 

@@ -68,7 +68,9 @@ class LinkFault(Fault):
 
     def __init__(self, link: str, *, mode: str = "", rate_kbit: int | None = None) -> None:
         if (mode in MODES) == (rate_kbit is not None):
-            raise ValueError(f"a link fault is one of {', '.join(MODES)} or a crawl (rate_kbit), not mode={mode!r} rate_kbit={rate_kbit}")
+            raise ValueError(
+                f"a link fault is one of {', '.join(MODES)} or a crawl (rate_kbit), not mode={mode!r} rate_kbit={rate_kbit}"
+            )
         self.link, self.mode, self.rate_kbit = link, mode, rate_kbit
 
     @property
@@ -87,7 +89,9 @@ class PacketFault(LinkFault):
     kind = "packet"
     how = "packet rules"
 
-    def __init__(self, target: PacketLinks, link: str, *, mode: str = "", rate_kbit: int | None = None, minor: int | None = None) -> None:
+    def __init__(
+        self, target: PacketLinks, link: str, *, mode: str = "", rate_kbit: int | None = None, minor: int | None = None
+    ) -> None:
         super().__init__(link, mode=mode, rate_kbit=rate_kbit)
         self.target = target
         self.minor = next(_minors) if minor is None else minor
@@ -111,7 +115,15 @@ class PacketFault(LinkFault):
     def to_state(self) -> dict[str, Any]:
         """What another process needs to find this fault again (``pdchaos link``)."""
         at = self.at
-        return {"link": self.link, "mode": self.mode, "rate_kbit": self.rate_kbit, "minor": self.minor, "pid": at.namespace.pid, "ports": list(at.ports), "what": at.what}
+        return {
+            "link": self.link,
+            "mode": self.mode,
+            "rate_kbit": self.rate_kbit,
+            "minor": self.minor,
+            "pid": at.namespace.pid,
+            "ports": list(at.ports),
+            "what": at.what,
+        }
 
     @classmethod
     def from_state(cls, target: PacketLinks, state: dict[str, Any]) -> "PacketFault":
@@ -133,13 +145,17 @@ class PacketFault(LinkFault):
         where = f"{self.at.what} in {ns.path}"
         if self.rate_kbit is not None:
             if ns.shaped(self.minor) is None or ns.filters(self.minor) != len(ports):
-                raise FaultNotApplied(f"class 1:{self.minor:x} or its {len(ports)} filters not listed on lo in {ns.path}")
+                raise FaultNotApplied(
+                    f"class 1:{self.minor:x} or its {len(ports)} filters not listed on lo in {ns.path}"
+                )
             return f"htb class 1:{self.minor:x} at {self.rate_kbit} kbit/s, filters on the traffic to ports {list(ports)} ({where})"
         if ns.rule_counters(self.tag) is None:
             raise FaultNotApplied(f"no rule tagged {self.tag} listed in {ns.path}")
         got = self._probe(ports[0])
         if got != _EXPECT[self.mode]:
-            raise FaultNotApplied(f"a connect to {ports[0]} through {self.mode} rules got {got!r}, expected {_EXPECT[self.mode]!r}")
+            raise FaultNotApplied(
+                f"a connect to {ports[0]} through {self.mode} rules got {got!r}, expected {_EXPECT[self.mode]!r}"
+            )
         return f"{self.mode} rules tagged {self.tag} on ports {list(ports)} ({where}); probe: connect {got}"
 
     def heal(self) -> None:

@@ -84,7 +84,11 @@ class Terminate(_ServiceFault):
 
     def heal(self) -> None:
         try:
-            wait_until(lambda: not self.target.is_running(self.service), timeout_s=self.drain_s, what=f"{self.service} exits after SIGTERM")
+            wait_until(
+                lambda: not self.target.is_running(self.service),
+                timeout_s=self.drain_s,
+                what=f"{self.service} exits after SIGTERM",
+            )
             self._exit = f"exited {time.monotonic() - self._sent:.1f}s after SIGTERM"
         except TargetError:
             self._exit = f"still running {self.drain_s:g}s after SIGTERM: stopped"

@@ -50,14 +50,28 @@ class Faults:
     @property
     def toxiproxy(self) -> ToxiproxyClient:
         if self._toxiproxy is None:
-            raise ConfigError("this target has no Toxiproxy in its path (endpoints.toxiproxy): network faults cannot be injected")
+            raise ConfigError(
+                "this target has no Toxiproxy in its path (endpoints.toxiproxy): network faults cannot be injected"
+            )
         return self._toxiproxy
 
     def _record(self, fid: str, stage: Stage, fault: Fault, evidence: str = "") -> None:
-        self.history.append(FaultEvent(self.history.now(), time.time(), fid, stage, fault.describe(), evidence, implicates=fault.implicates))
+        self.history.append(
+            FaultEvent(
+                self.history.now(), time.time(), fid, stage, fault.describe(), evidence, implicates=fault.implicates
+            )
+        )
 
     @contextmanager
-    def apply(self, fault: Fault, *, when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0) -> Iterator[Fault]:
+    def apply(
+        self,
+        fault: Fault,
+        *,
+        when: Condition | None = None,
+        deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S,
+        until: Condition | None = None,
+        hold_s: float = 0.0,
+    ) -> Iterator[Fault]:
         """Inject ``fault`` once ``when`` holds (within ``deadline_s``). When the block ends,
         heal it once ``until`` holds or ``hold_s`` has passed, whichever comes first: the
         heal waits for what the fault should cause (a queue drained by a watchdog, say),
@@ -136,25 +150,38 @@ class Faults:
         commands for them (no proxy sits on it)."""
         return link not in self.target.info.proxies and link in getattr(self.target, "packet_links", ())
 
-    def _packets(self, link: str, *, mode: str = "", rate_kbit: int | None = None, stream: str = "", **kw: Any) -> FaultBlock:
+    def _packets(
+        self, link: str, *, mode: str = "", rate_kbit: int | None = None, stream: str = "", **kw: Any
+    ) -> FaultBlock:
         """A packet fault on ``link``. ``stream`` (a Toxiproxy direction) is not needed: rules
         act on both directions of the link's connections (a KV link blackholed upstream
         stalls the KV as surely when its acknowledgements vanish too), and a crawl shapes the
         data's way, to the link's ports."""
         by_commands = getattr(self.target, "link_fault", None)  # an attached deployment's own commands
-        fault = by_commands(link, mode=mode, rate_kbit=rate_kbit) if by_commands else PacketFault(self.target, link, mode=mode, rate_kbit=rate_kbit)  # type: ignore[arg-type]
+        fault = (
+            by_commands(link, mode=mode, rate_kbit=rate_kbit)
+            if by_commands
+            else PacketFault(self.target, link, mode=mode, rate_kbit=rate_kbit)  # type: ignore[arg-type]
+        )
         return self.apply(fault, **kw)
 
     def _toxiproxy_only(self, link: str, what: str) -> None:
         if self._by_packets(link):
-            raise ConfigError(f"{what} on {link} needs a Toxiproxy on the link; this target breaks {link} with packet rules, which cannot do it")
+            raise ConfigError(
+                f"{what} on {link} needs a Toxiproxy on the link; this target breaks {link} with packet rules, which cannot do it"
+            )
 
     def down(self, link: str, **kw: Any) -> FaultBlock:
         """The link is down: open connections closed, new ones refused (Toxiproxy's disabled
         proxy; with packet rules, every packet answered with a reset)."""
         if self._by_packets(link):
             return self._packets(link, mode="reset", **kw)
-        fault = ProxyDown(self.toxiproxy, link, self.target.info.proxies[link]["listen"], restart_toxiproxy=toxiproxy_restarter(self.target))
+        fault = ProxyDown(
+            self.toxiproxy,
+            link,
+            self.target.info.proxies[link]["listen"],
+            restart_toxiproxy=toxiproxy_restarter(self.target),
+        )
         return self.apply(fault, **kw)
 
     def transfer_window(self) -> contextlib.AbstractContextManager[Any]:
@@ -173,10 +200,27 @@ class Faults:
             raise ConfigError(f"refuse on {link} needs packet rules; on a Toxiproxy link use down()")
         return self._packets(link, mode="refuse", **kw)
 
-    def toxic(self, proxy: str, kind: str, *, stream: str = "downstream", when: Condition | None = None, deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S, until: Condition | None = None, hold_s: float = 0.0, **attributes: Any) -> FaultBlock:
+    def toxic(
+        self,
+        proxy: str,
+        kind: str,
+        *,
+        stream: str = "downstream",
+        when: Condition | None = None,
+        deadline_s: float = DEFAULT_TRIGGER_DEADLINE_S,
+        until: Condition | None = None,
+        hold_s: float = 0.0,
+        **attributes: Any,
+    ) -> FaultBlock:
         toxic = Toxic(f"pdchaos_{kind}_{stream}", kind, stream, 1.0, attributes)  # type: ignore[arg-type]
-        probe = f"http://{self.target.info.proxies[proxy]['listen']}/health" if proxy in _HTTP_LINKS and stream == "downstream" else None
-        fault = ToxicFault(self.toxiproxy, proxy, toxic, probe_url=probe, restart_toxiproxy=toxiproxy_restarter(self.target))
+        probe = (
+            f"http://{self.target.info.proxies[proxy]['listen']}/health"
+            if proxy in _HTTP_LINKS and stream == "downstream"
+            else None
+        )
+        fault = ToxicFault(
+            self.toxiproxy, proxy, toxic, probe_url=probe, restart_toxiproxy=toxiproxy_restarter(self.target)
+        )
         return self.apply(fault, when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
     def latency(self, link: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any) -> FaultBlock:
@@ -188,7 +232,9 @@ class Faults:
         """The link slowed to ``rate_kb_s`` KB/s (a crawl: an htb class on packet links)."""
         if self._by_packets(link):
             if rate_kb_s <= 0:
-                raise ConfigError("a packet link's bandwidth must be above 0 (a link that holds everything is a blackhole())")
+                raise ConfigError(
+                    "a packet link's bandwidth must be above 0 (a link that holds everything is a blackhole())"
+                )
             return self._packets(link, rate_kbit=rate_kb_s * 8, **kw)
         return self.toxic(link, "bandwidth", rate=rate_kb_s, **kw)
 
@@ -221,9 +267,13 @@ class Faults:
         self._toxiproxy_only(link, timed)
         return self.toxic(link, toxic, timeout=timeout_ms, **kw)
 
-    def slicer(self, link: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any) -> FaultBlock:
+    def slicer(
+        self, link: str, *, average_size: int, size_variation: int = 0, delay_us: int = 0, **kw: Any
+    ) -> FaultBlock:
         self._toxiproxy_only(link, "slicer")
-        return self.toxic(link, "slicer", average_size=average_size, size_variation=size_variation, delay=delay_us, **kw)
+        return self.toxic(
+            link, "slicer", average_size=average_size, size_variation=size_variation, delay=delay_us, **kw
+        )
 
     def limit_data(self, link: str, nbytes: int, **kw: Any) -> FaultBlock:
         self._toxiproxy_only(link, "limit_data")

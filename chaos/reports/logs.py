@@ -127,7 +127,9 @@ def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
                 rid, wall = parse_router_line(line)
                 if rid is None or rid not in op_ids:
                     continue
-                history.append(LogEvent((wall or history.started_wall) - history.started_wall, service, f"op={rid} {line}"))
+                history.append(
+                    LogEvent((wall or history.started_wall) - history.started_wall, service, f"op={rid} {line}")
+                )
                 n += 1
                 continue
             fields = parse_engine_line(line)

@@ -57,12 +57,17 @@ def where_stuck(history: History) -> list[StuckRow]:
     for op in history.ops():
         if op.outcome is Outcome.OK:
             continue
-        evs = lines.get(op.invoke.op, [])  # all of it: a leg the engines still hold after the client gave up is where it is stuck
+        evs = lines.get(
+            op.invoke.op, []
+        )  # all of it: a leg the engines still hold after the client gave up is where it is stuck
         router = [e.line for e in evs if e.service == "router"]
         router_started = any("started processing request" in ln for ln in router)
         router_finished = any("finished processing request" in ln for ln in router)
         stages = _engine_stages(evs)
-        ev = [f"{svc}: {'ended' if end else 'still'} in {hop} (t={t:.2f}s)" for svc, (hop, end, t) in sorted(stages.items())]
+        ev = [
+            f"{svc}: {'ended' if end else 'still'} in {hop} (t={t:.2f}s)"
+            for svc, (hop, end, t) in sorted(stages.items())
+        ]
         if router_started:
             ev.append("router: " + ("finished it" if router_finished else "started it, never finished"))
         open_hops = [hop for hop, end, _ in stages.values() if not end]

@@ -26,7 +26,16 @@ def _faults(history: History) -> list[dict[str, Any]]:
     return list(by_id.values())
 
 
-def result_of(history: History, *, nodeid: str, outcome: str, duration_s: float, known_issue: str = "", message: str = "", stack: str = "") -> dict[str, Any]:
+def result_of(
+    history: History,
+    *,
+    nodeid: str,
+    outcome: str,
+    duration_s: float,
+    known_issue: str = "",
+    message: str = "",
+    stack: str = "",
+) -> dict[str, Any]:
     counts = Counter(o.outcome.value if o.outcome else "open" for o in history.ops())
     return {
         "test": nodeid,
@@ -84,13 +93,19 @@ def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int
         bad = "; ".join(f"{v['status']}: {v['name']}" for v in r["verdicts"] if v["status"] != "pass")
         reqs = ", ".join(f"{k} {n}" for k, n in sorted(r["requests"].items()))
         faults = "; ".join(f["description"] for f in r["faults"])
-        lines.append(f"| {r['test']} | {r['outcome']} | {r['duration_s']:.1f} | {reqs} | {faults} | {bad} | `pytest '{r['test']}' --seed {seed}` |")
+        lines.append(
+            f"| {r['test']} | {r['outcome']} | {r['duration_s']:.1f} | {reqs} | {faults} | {bad} | `pytest '{r['test']}' --seed {seed}` |"
+        )
     found = figures(results)
     if found:
-        lines += ["", "## Figures", ""] + [f"- `{test}` {v['name'].split('(')[0]} ({v['status']}): {v['message']}" for test, v in found]
+        lines += ["", "## Figures", ""] + [
+            f"- `{test}` {v['name'].split('(')[0]} ({v['status']}): {v['message']}" for test, v in found
+        ]
     issues = [r for r in results if r["known_issue"]]
     if issues:
-        lines += ["", "## Known issues (strict xfail)", ""] + [f"- `{r['test']}` ({r['outcome']}): {r['known_issue']}" for r in issues]
+        lines += ["", "## Known issues (strict xfail)", ""] + [
+            f"- `{r['test']}` ({r['outcome']}): {r['known_issue']}" for r in issues
+        ]
     lines += _stacks(run_dir / "stacks")
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
 

@@ -46,7 +46,15 @@ def render_timeline(history: History, path: Path, *, title: str = "") -> Path:
     for i, op in enumerate(ops):
         stop = op.complete.t if op.complete else end
         color = COLORS[op.outcome]
-        lanes.barh(i, stop - op.invoke.t, left=op.invoke.t, height=0.7, color=color, hatch=None if op.complete else "//", edgecolor="black" if op.complete is None else color)
+        lanes.barh(
+            i,
+            stop - op.invoke.t,
+            left=op.invoke.t,
+            height=0.7,
+            color=color,
+            hatch=None if op.complete else "//",
+            edgecolor="black" if op.complete is None else color,
+        )
         if op.complete and op.complete.first_byte_t is not None:
             lanes.plot([op.complete.first_byte_t], [i], marker="|", color="white", markersize=6)
     for t0, t1, desc in _fault_windows(history):
@@ -67,7 +75,9 @@ def render_timeline(history: History, path: Path, *, title: str = "") -> Path:
     if gauges.get_legend_handles_labels()[0]:
         gauges.legend(fontsize=7, loc="upper right", ncol=3)
     else:
-        gauges.text(0.5, 0.5, "no metric samples (missing, not zero)", transform=gauges.transAxes, ha="center", color="grey")
+        gauges.text(
+            0.5, 0.5, "no metric samples (missing, not zero)", transform=gauges.transAxes, ha="center", color="grey"
+        )
     fig.suptitle(title or "timeline", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

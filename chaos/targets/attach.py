@@ -25,13 +25,34 @@ from chaos.wait import wait_until
 
 __all__ = ["AttachedStack", "DESTRUCTIVE_HINT"]
 
-DESTRUCTIVE_HINT = "pass --allow-destructive to let pd-chaos kill, freeze and restart services of a stack it did not start"
+DESTRUCTIVE_HINT = (
+    "pass --allow-destructive to let pd-chaos kill, freeze and restart services of a stack it did not start"
+)
 # SGLang's and smg's own defaults: what a deployment runs with unless its stack file says otherwise.
-_DEFAULT_TIMEOUTS = {"bootstrap_s": 300.0, "waiting_s": 300.0, "inflight_s": 300.0, "heartbeat_interval_s": 5.0, "heartbeat_max_failure": 2, "disconnect_poll_s": 4.0}
+_DEFAULT_TIMEOUTS = {
+    "bootstrap_s": 300.0,
+    "waiting_s": 300.0,
+    "inflight_s": 300.0,
+    "heartbeat_interval_s": 5.0,
+    "heartbeat_max_failure": 2,
+    "disconnect_poll_s": 4.0,
+}
 _DEFAULT_ROUTER = {"request_timeout_s": 1800.0, "cb_timeout_s": 60.0, "max_retries": 5}
-_DEFAULT_BOUNDS = {"slack_s": 1.5, "forward_s": 2.0, "recovery_s": 10.0, "restart_s": 120.0, "startup_timeout_s": 120.0, "command_timeout_s": 30.0}
+_DEFAULT_BOUNDS = {
+    "slack_s": 1.5,
+    "forward_s": 2.0,
+    "recovery_s": 10.0,
+    "restart_s": 120.0,
+    "startup_timeout_s": 120.0,
+    "command_timeout_s": 30.0,
+}
 _PROCESS_COMMANDS = ("running", "frozen", "kill", "start", "restart", "freeze", "thaw")
-_LINK_CAPABILITY = {"client_router": Capability.PROXIED_CLIENT, "bootstrap": Capability.PROXIED_BOOTSTRAP, "control": Capability.CONTROL_LINK, "kv": Capability.KV_LINK}
+_LINK_CAPABILITY = {
+    "client_router": Capability.PROXIED_CLIENT,
+    "bootstrap": Capability.PROXIED_BOOTSTRAP,
+    "control": Capability.CONTROL_LINK,
+    "kv": Capability.KV_LINK,
+}
 
 
 def _heartbeat_detect_s(t: dict[str, Any]) -> float:
@@ -41,7 +62,14 @@ def _heartbeat_detect_s(t: dict[str, Any]) -> float:
 class AttachedStack:
     """A foreign deployment driven through its stack file's commands."""
 
-    def __init__(self, info: StackInfo, commands: dict[str, dict[str, str]], *, allow_destructive: bool, links: dict[str, dict[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        info: StackInfo,
+        commands: dict[str, dict[str, str]],
+        *,
+        allow_destructive: bool,
+        links: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.info = info
         self.commands = commands
         self.links = links or {}
@@ -62,7 +90,9 @@ class AttachedStack:
         self.capabilities = frozenset(caps)
 
     @classmethod
-    def from_file(cls, path: Path, *, allow_destructive: bool = False, state_dir: Path = Path(".pdchaos")) -> "AttachedStack":
+    def from_file(
+        cls, path: Path, *, allow_destructive: bool = False, state_dir: Path = Path(".pdchaos")
+    ) -> "AttachedStack":
         raw = load_stack_file(path)
         timeouts = _DEFAULT_TIMEOUTS | raw.get("timeouts", {})
         router = _DEFAULT_ROUTER | raw.get("router", {})
@@ -95,7 +125,9 @@ class AttachedStack:
 
     def _can_act(self) -> bool:
         """Whether the file gives every process command for prefill, decode and router."""
-        return all(all(c in self.commands.get(s, {}) for c in _PROCESS_COMMANDS) for s in ("prefill", "decode", "router"))
+        return all(
+            all(c in self.commands.get(s, {}) for c in _PROCESS_COMMANDS) for s in ("prefill", "decode", "router")
+        )
 
     def missing_reason(self, cap: Capability) -> str:
         """Why this stack lacks a capability, for the skip message."""
@@ -145,7 +177,9 @@ class AttachedStack:
         out = self._run(service, action)
         if out.returncode != 0:
             tail = " | ".join((out.stderr or out.stdout).strip().splitlines()[-3:])
-            raise TargetError(f"services.{service}.{action} (`{self._command(service, action)}`) exited {out.returncode}: {tail}")
+            raise TargetError(
+                f"services.{service}.{action} (`{self._command(service, action)}`) exited {out.returncode}: {tail}"
+            )
 
     def _holds(self, service: str, question: str) -> bool:
         return self._run(service, question).returncode == 0
@@ -161,10 +195,20 @@ class AttachedStack:
         return self._holds(service, "frozen")
 
     def _settle(self, service: str, holds: bool, what: str) -> None:
-        wait_until(lambda: self.is_running(service) == holds, timeout_s=float(self.info.config["command_timeout_s"]), what=f"{service} {what}")
+        wait_until(
+            lambda: self.is_running(service) == holds,
+            timeout_s=float(self.info.config["command_timeout_s"]),
+            what=f"{service} {what}",
+        )
 
     def _wait_ready(self, service: str) -> None:
-        wait_ready(self.info, service, alive=lambda: self.is_running(service), why_dead=lambda: "its `running` command says it is not running", timeout_s=float(self.info.config["startup_timeout_s"]))
+        wait_ready(
+            self.info,
+            service,
+            alive=lambda: self.is_running(service),
+            why_dead=lambda: "its `running` command says it is not running",
+            timeout_s=float(self.info.config["startup_timeout_s"]),
+        )
 
     def start(self, service: str) -> None:
         self._act(service, "start")
@@ -183,11 +227,19 @@ class AttachedStack:
 
     def freeze(self, service: str) -> None:
         self._act(service, "freeze")
-        wait_until(lambda: self.is_frozen(service), timeout_s=float(self.info.config["command_timeout_s"]), what=f"{service} frozen")
+        wait_until(
+            lambda: self.is_frozen(service),
+            timeout_s=float(self.info.config["command_timeout_s"]),
+            what=f"{service} frozen",
+        )
 
     def thaw(self, service: str) -> None:
         self._act(service, "thaw")
-        wait_until(lambda: not self.is_frozen(service), timeout_s=float(self.info.config["command_timeout_s"]), what=f"{service} thawed")
+        wait_until(
+            lambda: not self.is_frozen(service),
+            timeout_s=float(self.info.config["command_timeout_s"]),
+            what=f"{service} thawed",
+        )
 
     def restart(self, service: str) -> None:
         self._act(service, "restart")

@@ -54,7 +54,9 @@ class Capability(enum.Enum):
 # Mooncake's KV and the ZMQ control messages go straight from engine to engine on random
 # ports, so only the client and bootstrap links are proxied; no pdsim defects, no inflight
 # watchdog (upstream has none); live queue gauges from its /v1/loads.
-REAL_SGLANG = frozenset({Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL, Capability.LIVE_QUEUE_GAUGES})
+REAL_SGLANG = frozenset(
+    {Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL, Capability.LIVE_QUEUE_GAUGES}
+)
 REAL_SGLANG_LINKS = ("client_router", "bootstrap")
 
 

@@ -35,7 +35,9 @@ def ready_url(info: StackInfo, service: str) -> str:
 PROBE_S = {"prefill": 5.0, "decode": 5.0}
 
 
-def wait_ready(info: StackInfo, service: str, *, alive: Callable[[], bool], why_dead: Callable[[], str], timeout_s: float) -> None:
+def wait_ready(
+    info: StackInfo, service: str, *, alive: Callable[[], bool], why_dead: Callable[[], str], timeout_s: float
+) -> None:
     """Until the service's readiness URL answers 200; fails at once if it exits meanwhile."""
     url = ready_url(info, service)
 

@@ -53,7 +53,9 @@ class Variant(NamedTuple):
 
 VARIANTS: dict[str, Variant] = {
     "compose": Variant(("cpu.yaml",), frozenset(Capability)),
-    "compose-sglang-cpu": Variant(("sglang-cpu.yaml",), REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS),
+    "compose-sglang-cpu": Variant(
+        ("sglang-cpu.yaml",), REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS
+    ),
     # image pinned to 0.5.23, as sglang-cpu; the engines on the host's network, so KV and
     # control messages cross no proxy and no namespace of ours: no kv or control link faults
     "compose-gpu": Variant(("gpu.yaml", "gpu-tcp.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
@@ -84,7 +86,9 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDSIM_DECODE_MS_PER_STEP": str(cfg.decode_ms_per_step),
         "PDSIM_KV_BYTES_PER_TOKEN": str(cfg.kv_bytes_per_token),
         "ENGINE_MAX_RUNNING_REQUESTS": str(cfg.max_running_requests),
-        "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache" if cfg.decode_radix_cache else "",  # empty: the overlay's default
+        "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache"
+        if cfg.decode_radix_cache
+        else "",  # empty: the overlay's default
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
         "SMG_RETRY_MAX_RETRIES": str(cfg.router_max_retries),
@@ -97,7 +101,9 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),
         "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py"),  # the engines' namespace's process (sglang-cpu.yaml)
         "PDCHAOS_HOST_NETNS": f"/proc/{os.getpid()}/ns/net",  # the host's side of that bridge: this process's namespace
-        **({"PREFILL_GPU": cfg.gpus[0], "DECODE_GPU": cfg.gpus[1]} if cfg.gpus else {}),  # gpu.yaml's devices, from the run's pool
+        **(
+            {"PREFILL_GPU": cfg.gpus[0], "DECODE_GPU": cfg.gpus[1]} if cfg.gpus else {}
+        ),  # gpu.yaml's devices, from the run's pool
     }
 
 
@@ -105,7 +111,9 @@ def _freezer_busy(exc: BaseException) -> bool:
     return "unable to freeze" in str(exc)
 
 
-@retry(retry=retry_if_exception(_freezer_busy), stop=stop_after_delay(STATE_CHANGE_S), wait=wait_fixed(0.2), reraise=True)
+@retry(
+    retry=retry_if_exception(_freezer_busy), stop=stop_after_delay(STATE_CHANGE_S), wait=wait_fixed(0.2), reraise=True
+)
 def _pause(container: Any) -> None:
     """``docker pause``, again while runc reports "unable to freeze": on a loaded machine the
     cgroup freezer can miss its own retry budget, and runc thaws and leaves retrying to its
@@ -137,7 +145,14 @@ class ComposeStack:
         stack._compose("down", "-t", "0", "--remove-orphans")  # a crashed run's stopped containers
         info.save()
         try:
-            stack._compose("up", "-d", "--wait", "--wait-timeout", str(int(cfg.startup_timeout_s)), timeout_s=cfg.startup_timeout_s + 30)
+            stack._compose(
+                "up",
+                "-d",
+                "--wait",
+                "--wait-timeout",
+                str(int(cfg.startup_timeout_s)),
+                timeout_s=cfg.startup_timeout_s + 30,
+            )
             create_proxies(info)  # a clean slate whatever the config file made
             warm_up(info, timeout_s=cfg.startup_timeout_s)
             info.config["compose"]["images"] = stack._images()
@@ -163,7 +178,11 @@ class ComposeStack:
         for service in (*SERVICES, "netns"):
             with contextlib.suppress(TargetError):
                 c = self._container(service)
-                found[service] = {"ref": c.attrs["Config"]["Image"], "id": c.image.id, "digests": list(c.image.attrs.get("RepoDigests") or [])}
+                found[service] = {
+                    "ref": c.attrs["Config"]["Image"],
+                    "id": c.image.id,
+                    "digests": list(c.image.attrs.get("RepoDigests") or []),
+                }
         return found
 
     @property
@@ -176,7 +195,12 @@ class ComposeStack:
         for f in rec["files"]:
             argv += ["-f", f]
         try:
-            out = run([*argv, *args], timeout_s=timeout_s, what=f"`docker compose {' '.join(args)}`", env=os.environ | rec["env"])
+            out = run(
+                [*argv, *args],
+                timeout_s=timeout_s,
+                what=f"`docker compose {' '.join(args)}`",
+                env=os.environ | rec["env"],
+            )
         except FileNotFoundError as exc:
             raise ConfigError("the docker CLI is not installed; run scripts/docker-setup.sh") from exc
         if out.returncode != 0:
@@ -249,7 +273,11 @@ class ComposeStack:
         if c.status != "running":
             raise TargetError(f"{service} was not running ({c.status})")
         c.kill()  # SIGKILL to the container's init: everything in it dies
-        wait_until(lambda: not self.is_running(service), timeout_s=STATE_CHANGE_S, what=f"{service} container exited after SIGKILL")
+        wait_until(
+            lambda: not self.is_running(service),
+            timeout_s=STATE_CHANGE_S,
+            what=f"{service} container exited after SIGKILL",
+        )
 
     def terminate(self, service: str) -> None:
         c = self._container(service)
@@ -288,4 +316,10 @@ class ComposeStack:
         pid = self.main_pid("netns")
         if pid is None:
             raise FaultNotApplied("the engines' namespace container (netns) is not running")
-        return sglang_packet_link(link, Namespace(pid), lambda: self._logs_since_start("decode"), self.info.endpoints["prefill_bootstrap"], self.info.kind)
+        return sglang_packet_link(
+            link,
+            Namespace(pid),
+            lambda: self._logs_since_start("decode"),
+            self.info.endpoints["prefill_bootstrap"],
+            self.info.kind,
+        )

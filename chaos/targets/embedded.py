@@ -111,18 +111,49 @@ class EmbeddedStack:
     def _specs(cls, cfg: StackConfig, ports: PortPlan, state_dir: Path) -> dict[str, ProcSpec]:
         logs = state_dir / "logs"
         return {
-            "toxiproxy": ProcSpec("toxiproxy", (toxiproxy_binary(), "-host", LOOPBACK, "-port", str(ports.toxiproxy), "-proxy-metrics"), {}, logs / "toxiproxy.log"),
+            "toxiproxy": ProcSpec(
+                "toxiproxy",
+                (toxiproxy_binary(), "-host", LOOPBACK, "-port", str(ports.toxiproxy), "-proxy-metrics"),
+                {},
+                logs / "toxiproxy.log",
+            ),
             **cls._engine_specs(cfg, ports, logs),
             "router": ProcSpec(
                 "router",
-                (smg_binary(), "launch", "--host", LOOPBACK, "--port", str(ports.router), "--pd-disaggregation",
-                 "--prefill", _url(ports.prefill), str(ports.bootstrap), "--decode", _url(ports.decode),
-                 "--prometheus-host", LOOPBACK, "--prometheus-port", str(ports.router_metrics),
-                 "--request-timeout-secs", str(cfg.router_request_timeout_s),
-                 "--cb-timeout-duration-secs", str(cfg.router_cb_timeout_s), "--retry-max-retries", str(cfg.router_max_retries),
-                 "--health-check-interval-secs", str(cfg.router_health_check_interval_s),
-                 "--max-concurrent-requests", str(cfg.router_max_concurrent_requests), "--queue-size", str(cfg.router_queue_size),
-                 "--queue-timeout-secs", str(cfg.router_queue_timeout_s), "--log-level", "info"),
+                (
+                    smg_binary(),
+                    "launch",
+                    "--host",
+                    LOOPBACK,
+                    "--port",
+                    str(ports.router),
+                    "--pd-disaggregation",
+                    "--prefill",
+                    _url(ports.prefill),
+                    str(ports.bootstrap),
+                    "--decode",
+                    _url(ports.decode),
+                    "--prometheus-host",
+                    LOOPBACK,
+                    "--prometheus-port",
+                    str(ports.router_metrics),
+                    "--request-timeout-secs",
+                    str(cfg.router_request_timeout_s),
+                    "--cb-timeout-duration-secs",
+                    str(cfg.router_cb_timeout_s),
+                    "--retry-max-retries",
+                    str(cfg.router_max_retries),
+                    "--health-check-interval-secs",
+                    str(cfg.router_health_check_interval_s),
+                    "--max-concurrent-requests",
+                    str(cfg.router_max_concurrent_requests),
+                    "--queue-size",
+                    str(cfg.router_queue_size),
+                    "--queue-timeout-secs",
+                    str(cfg.router_queue_timeout_s),
+                    "--log-level",
+                    "info",
+                ),
                 {"NO_COLOR": "1"},
                 logs / "router.log",
             ),  # fmt: skip
@@ -142,17 +173,42 @@ class EmbeddedStack:
         return {
             "prefill": ProcSpec(
                 "prefill",
-                (py, "-m", "pdsim", "--mode", "prefill", "--port", str(ports.prefill),
-                 "--disaggregation-bootstrap-port", str(ports.prefill_bootstrap),
-                 "--control-port", str(ports.prefill_control), "--control-advertise", f"{LOOPBACK}:{ports.control}", *common),
+                (
+                    py,
+                    "-m",
+                    "pdsim",
+                    "--mode",
+                    "prefill",
+                    "--port",
+                    str(ports.prefill),
+                    "--disaggregation-bootstrap-port",
+                    str(ports.prefill_bootstrap),
+                    "--control-port",
+                    str(ports.prefill_control),
+                    "--control-advertise",
+                    f"{LOOPBACK}:{ports.control}",
+                    *common,
+                ),
                 engine_env,
                 logs / "prefill.log",
             ),  # fmt: skip
             "decode": ProcSpec(
                 "decode",
-                (py, "-m", "pdsim", "--mode", "decode", "--port", str(ports.decode),
-                 "--kv-port", str(ports.decode_kv), "--kv-advertise", f"{LOOPBACK}:{ports.kv}", *common,
-                 *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ())),
+                (
+                    py,
+                    "-m",
+                    "pdsim",
+                    "--mode",
+                    "decode",
+                    "--port",
+                    str(ports.decode),
+                    "--kv-port",
+                    str(ports.decode_kv),
+                    "--kv-advertise",
+                    f"{LOOPBACK}:{ports.kv}",
+                    *common,
+                    *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
+                ),
                 engine_env,
                 logs / "decode.log",
             ),  # fmt: skip
@@ -260,7 +316,9 @@ class EmbeddedStack:
     def thaw(self, service: str) -> None:
         pid = self.pid(service)
         signal_group(pid, signal.SIGCONT)
-        wait_until(lambda: not self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} (pid {pid}) out of state T")
+        wait_until(
+            lambda: not self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} (pid {pid}) out of state T"
+        )
 
     def restart(self, service: str) -> None:
         """Stop (or find dead) the service, start it with the same command, wait until ready."""

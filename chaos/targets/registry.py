@@ -1,12 +1,12 @@
 """Choosing a target by name (``--target``) and finding the target of a saved stack.
 
-    embedded      local processes: Toxiproxy, pdsim prefill and decode, smg
-    sglang-cpu    local processes: Toxiproxy, real SGLang prefill and decode on CPU, smg
-    compose       the same as containers: compose/stack.yaml + compose/cpu.yaml
-    compose-sglang-cpu  real SGLang on CPU as containers: compose/stack.yaml + compose/sglang-cpu.yaml
-    compose-gpu   real SGLang on GPUs: compose/stack.yaml + compose/gpu.yaml (Mooncake over TCP)
-    compose-gpu-rdma  the same with Mooncake over RDMA: + compose/gpu-rdma.yaml
-    attach        a running deployment described by a stack file (--stack-file)
+embedded      local processes: Toxiproxy, pdsim prefill and decode, smg
+sglang-cpu    local processes: Toxiproxy, real SGLang prefill and decode on CPU, smg
+compose       the same as containers: compose/stack.yaml + compose/cpu.yaml
+compose-sglang-cpu  real SGLang on CPU as containers: compose/stack.yaml + compose/sglang-cpu.yaml
+compose-gpu   real SGLang on GPUs: compose/stack.yaml + compose/gpu.yaml (Mooncake over TCP)
+compose-gpu-rdma  the same with Mooncake over RDMA: + compose/gpu-rdma.yaml
+attach        a running deployment described by a stack file (--stack-file)
 """
 
 from __future__ import annotations
@@ -102,7 +102,9 @@ class TargetChoice:
         holder = _holder(cfg.port_base)
         cfg = replace(
             cfg,
-            startup_timeout_s=max(cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S),  # SGLang loads a model and captures CUDA graphs first
+            startup_timeout_s=max(
+                cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S
+            ),  # SGLang loads a model and captures CUDA graphs first
             restart_s=max(cfg.restart_s, GPU_STARTUP_TIMEOUT_S),
             model=os.environ.get("SGLANG_MODEL", GPU_DEFAULT_MODEL),  # gpu.yaml serves it under this name
             inflight_watchdog=False,  # upstream SGLang has none

@@ -43,7 +43,18 @@ from chaos.targets.embedded import EmbeddedStack
 from chaos.tools import REPO_ROOT
 from chaos.wait import HTTP_CALL_S, wait_until
 
-__all__ = ["LAUNCHER", "MODEL_NAME", "PACKET_CAPABILITIES", "PACKET_LINKS", "SGLANG_HOME", "SGLangCPUStack", "check_installed", "packet_links_possible", "sglang_cpu_config", "sglang_packet_link"]
+__all__ = [
+    "LAUNCHER",
+    "MODEL_NAME",
+    "PACKET_CAPABILITIES",
+    "PACKET_LINKS",
+    "SGLANG_HOME",
+    "SGLangCPUStack",
+    "check_installed",
+    "packet_links_possible",
+    "sglang_cpu_config",
+    "sglang_packet_link",
+]
 
 SGLANG_HOME = REPO_ROOT / ".tools" / "sglang"
 LAUNCHER = REPO_ROOT / "sglang_cpu" / "launch.py"  # the engines' flags and environment, for this target and Compose
@@ -69,14 +80,26 @@ def packet_links_possible() -> bool:
 
 
 _NETNS = packet_links_possible()
-PACKET_LINKS = ENGINE_LINKS if _NETNS else ()  # what real engines in a namespace of the stack's own lose by packet rules
-PACKET_CAPABILITIES = frozenset({Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW} | ({Capability.LINK_DELAY} if netem_available() else set()) if _NETNS else set())
+PACKET_LINKS = (
+    ENGINE_LINKS if _NETNS else ()
+)  # what real engines in a namespace of the stack's own lose by packet rules
+PACKET_CAPABILITIES = frozenset(
+    {Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW}
+    | ({Capability.LINK_DELAY} if netem_available() else set())
+    if _NETNS
+    else set()
+)
 # Mooncake (0.3.13) logs the ports it listens on: the TCP transport the KV bytes go to, and
 # the P2P handshake that precedes a session's first transfer
-_MOONCAKE_PORTS = (re.compile(r"TcpTransport: listen on port (\d+)"), re.compile(r"P2P handshake, listening on [\d.]+:(\d+)"))
+_MOONCAKE_PORTS = (
+    re.compile(r"TcpTransport: listen on port (\d+)"),
+    re.compile(r"P2P handshake, listening on [\d.]+:(\d+)"),
+)
 
 
-def sglang_packet_link(link: str, namespace: Namespace, decode_log: Callable[[], str], prefill_bootstrap: str, kind: str) -> PacketLink:
+def sglang_packet_link(
+    link: str, namespace: Namespace, decode_log: Callable[[], str], prefill_bootstrap: str, kind: str
+) -> PacketLink:
     """Where real SGLang's ``kv`` or ``control`` link goes now, in the engines' ``namespace``:
     decode's Mooncake TCP transport and handshake ports, from its log since its last start
     (``decode_log``); prefill's ZMQ port, from its bootstrap server's ``/route``. Read at each
@@ -88,7 +111,9 @@ def sglang_packet_link(link: str, namespace: Namespace, decode_log: Callable[[],
         if len(found) != len(_MOONCAKE_PORTS):
             raise FaultNotApplied("decode's log since its start names no Mooncake TCP transport or handshake port yet")
         transport, handshake = (int(p) for p in found)
-        return PacketLink(namespace, (transport, handshake), f"decode's Mooncake TCP transport {transport} and handshake {handshake}")
+        return PacketLink(
+            namespace, (transport, handshake), f"decode's Mooncake TCP transport {transport} and handshake {handshake}"
+        )
     if link == "control":
         url = f"{prefill_bootstrap}/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
         try:
@@ -96,7 +121,9 @@ def sglang_packet_link(link: str, namespace: Namespace, decode_log: Callable[[],
         except (httpx.HTTPError, ValueError, KeyError) as exc:
             raise FaultNotApplied(f"prefill's bootstrap server did not give its ZMQ port ({url}): {exc}") from exc
         return PacketLink(namespace, (port,), f"prefill's ZMQ port {port} (decode's handshake and metadata)")
-    raise ConfigError(f"the {kind} target breaks no link {link!r} with packet rules; it breaks {', '.join(PACKET_LINKS)}")
+    raise ConfigError(
+        f"the {kind} target breaks no link {link!r} with packet rules; it breaks {', '.join(PACKET_LINKS)}"
+    )
 
 
 class SGLangCPUStack(EmbeddedStack):
@@ -124,12 +151,22 @@ class SGLangCPUStack(EmbeddedStack):
         if service != "bridge":
             return super()._wait_ready(service)
         pid = self.pid("bridge")
-        wait_until(lambda: f"namespace /proc/{pid}/ns/net" in self.logs("bridge"), timeout_s=10.0, what=f"the bridge (pid {pid}) has made the stack's namespace")
+        wait_until(
+            lambda: f"namespace /proc/{pid}/ns/net" in self.logs("bridge"),
+            timeout_s=10.0,
+            what=f"the bridge (pid {pid}) has made the stack's namespace",
+        )
 
     def packet_link(self, link: str) -> PacketLink:
         """Where ``kv`` or ``control`` goes now: read at each injection, since the engines pick
         these ports at each start."""
-        return sglang_packet_link(link, Namespace(self.pid("bridge")), lambda: since_last_start(self.logs("decode"), "decode"), self.info.endpoints["prefill_bootstrap"], self.KIND)
+        return sglang_packet_link(
+            link,
+            Namespace(self.pid("bridge")),
+            lambda: since_last_start(self.logs("decode"), "decode"),
+            self.info.endpoints["prefill_bootstrap"],
+            self.KIND,
+        )
 
     def down(self) -> None:
         """Stop the stack, then remove the /dev/shm files its killed engines could not
@@ -145,27 +182,64 @@ class SGLangCPUStack(EmbeddedStack):
         compose/sglang-cpu.yaml) under the SGLang venv's interpreter; and the bridge, which
         makes their namespace: it exports their HTTP ports and prefill's bootstrap server to
         the host, and imports Toxiproxy's bootstrap proxy, which decode dials."""
-        bridge = (sys.executable, "-m", "chaos.bridge", *(a for p in (ports.prefill, ports.prefill_bootstrap, ports.decode) for a in ("--export", str(p))), "--import", str(ports.bootstrap))
-        return ({"bridge": ProcSpec("bridge", bridge, {}, logs / "bridge.log")} if _NETNS else {}) | SGLangCPUStack._sglang_specs(cfg, ports, logs)
+        bridge = (
+            sys.executable,
+            "-m",
+            "chaos.bridge",
+            *(a for p in (ports.prefill, ports.prefill_bootstrap, ports.decode) for a in ("--export", str(p))),
+            "--import",
+            str(ports.bootstrap),
+        )
+        return (
+            {"bridge": ProcSpec("bridge", bridge, {}, logs / "bridge.log")} if _NETNS else {}
+        ) | SGLangCPUStack._sglang_specs(cfg, ports, logs)
 
     @staticmethod
     def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
         env = cfg.timeouts.to_env(inflight_watchdog=cfg.inflight_watchdog) | {
             "PYTHONPATH": "",  # nothing of the rig's environment on the engines' path: the launcher puts the shim there
-            "LD_LIBRARY_PATH": ":".join(str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")),  # libibverbs, libnl for Mooncake
+            "LD_LIBRARY_PATH": ":".join(
+                str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")
+            ),  # libibverbs, libnl for Mooncake
         }
         common = (str(SGLANG_HOME / "venv" / "bin" / "python"), str(LAUNCHER))
-        model = ("--model-path", str(SGLANG_HOME / "model"), "--served-model-name", cfg.model, "--max-running-requests", str(cfg.max_running_requests))
+        model = (
+            "--model-path",
+            str(SGLANG_HOME / "model"),
+            "--served-model-name",
+            cfg.model,
+            "--max-running-requests",
+            str(cfg.max_running_requests),
+        )
         return {
             "prefill": ProcSpec(
                 "prefill",
-                (*common, "prefill", *model, "--port", str(ports.prefill), "--nccl-port", str(ports.prefill_dist), "--bootstrap-port", str(ports.prefill_bootstrap)),
+                (
+                    *common,
+                    "prefill",
+                    *model,
+                    "--port",
+                    str(ports.prefill),
+                    "--nccl-port",
+                    str(ports.prefill_dist),
+                    "--bootstrap-port",
+                    str(ports.prefill_bootstrap),
+                ),
                 env,
                 logs / "prefill.log",
             ),
             "decode": ProcSpec(
                 "decode",
-                (*common, "decode", *model, "--port", str(ports.decode), "--nccl-port", str(ports.decode_dist), *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ())),
+                (
+                    *common,
+                    "decode",
+                    *model,
+                    "--port",
+                    str(ports.decode),
+                    "--nccl-port",
+                    str(ports.decode_dist),
+                    *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
+                ),
                 env,
                 logs / "decode.log",
             ),
@@ -174,6 +248,9 @@ class SGLangCPUStack(EmbeddedStack):
 
 def check_installed() -> None:
     """What ``make setup-sglang`` makes must be there, or the start fails with the command."""
-    for path, what in ((SGLANG_HOME / "venv" / "bin" / "python", "the SGLang venv"), (SGLANG_HOME / "model" / ".ready", "the tiny model")):
+    for path, what in (
+        (SGLANG_HOME / "venv" / "bin" / "python", "the SGLang venv"),
+        (SGLANG_HOME / "model" / ".ready", "the tiny model"),
+    ):
         if not path.exists():
             raise ConfigError(f"{what} is missing ({path}): run `make setup-sglang` first")

@@ -66,14 +66,32 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "required": ["client", "router", "router_metrics", "prefill", "decode"],
-            "properties": {k: _URL for k in ("client", "router", "router_metrics", "prefill", "decode", "prefill_bootstrap", "toxiproxy", "prefill_loads", "decode_loads")},
+            "properties": {
+                k: _URL
+                for k in (
+                    "client",
+                    "router",
+                    "router_metrics",
+                    "prefill",
+                    "decode",
+                    "prefill_bootstrap",
+                    "toxiproxy",
+                    "prefill_loads",
+                    "decode_loads",
+                )
+            },
             "dependentRequired": {"prefill_loads": ["decode_loads"], "decode_loads": ["prefill_loads"]},
         },
         "proxies": {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                name: {"type": "object", "additionalProperties": False, "required": ["listen", "upstream"], "properties": {"listen": _ADDR, "upstream": _ADDR}}
+                name: {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["listen", "upstream"],
+                    "properties": {"listen": _ADDR, "upstream": _ADDR},
+                }
                 for name in PROXIES
             },
         },
@@ -81,7 +99,12 @@ SCHEMA: dict[str, Any] = {
             "type": "object",
             "additionalProperties": False,
             "properties": {
-                s: {"type": "object", "additionalProperties": False, "required": ["running"], "properties": {c: {"type": "string", "minLength": 1} for c in COMMANDS}}
+                s: {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["running"],
+                    "properties": {c: {"type": "string", "minLength": 1} for c in COMMANDS},
+                }
                 for s in SERVICES
             },
         },
@@ -114,12 +137,19 @@ SCHEMA: dict[str, Any] = {
         "router": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"request_timeout_s": _SECONDS, "cb_timeout_s": _SECONDS, "max_retries": {"type": "integer", "minimum": 1}},
+            "properties": {
+                "request_timeout_s": _SECONDS,
+                "cb_timeout_s": _SECONDS,
+                "max_retries": {"type": "integer", "minimum": 1},
+            },
         },
         "bounds": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {k: _SECONDS for k in ("slack_s", "forward_s", "recovery_s", "restart_s", "startup_timeout_s", "command_timeout_s")},
+            "properties": {
+                k: _SECONDS
+                for k in ("slack_s", "forward_s", "recovery_s", "restart_s", "startup_timeout_s", "command_timeout_s")
+            },
         },
     },
 }
@@ -147,14 +177,25 @@ def load_stack_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"stack file {path}: {_where(first)}: {first.message}{more}")
     links = set(raw.get("proxies", {}))
     if links and "toxiproxy" not in raw["endpoints"]:
-        raise ConfigError(f"stack file {path}: endpoints.toxiproxy: required when proxies are listed ({', '.join(sorted(links))})")
+        raise ConfigError(
+            f"stack file {path}: endpoints.toxiproxy: required when proxies are listed ({', '.join(sorted(links))})"
+        )
     both = set(raw.get("links", {})) & links
     if both:
-        raise ConfigError(f"stack file {path}: links.{sorted(both)[0]}: the link is also a Toxiproxy proxy; break it one way")
+        raise ConfigError(
+            f"stack file {path}: links.{sorted(both)[0]}: the link is also a Toxiproxy proxy; break it one way"
+        )
     return raw
 
 
-_TIMEOUTS = ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_interval_s", "heartbeat_max_failure", "disconnect_poll_s")
+_TIMEOUTS = (
+    "bootstrap_s",
+    "waiting_s",
+    "inflight_s",
+    "heartbeat_interval_s",
+    "heartbeat_max_failure",
+    "disconnect_poll_s",
+)
 
 
 def describe(info: StackInfo, pdchaos: str, *, links: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -169,7 +210,10 @@ def describe(info: StackInfo, pdchaos: str, *, links: tuple[str, ...] = ()) -> d
         for name in ("prefill", "decode", "router")
     }
     described_links = {
-        link: {action: f"{cli} link {link} {action}" + (" --rate-kbit {rate_kbit}" if action == "crawl" else "") for action in LINK_COMMANDS}
+        link: {
+            action: f"{cli} link {link} {action}" + (" --rate-kbit {rate_kbit}" if action == "crawl" else "")
+            for action in LINK_COMMANDS
+        }
         for link in links
     }
     c = info.config
@@ -180,6 +224,10 @@ def describe(info: StackInfo, pdchaos: str, *, links: tuple[str, ...] = ()) -> d
         "services": services,
         **({"links": described_links} if described_links else {}),
         "timeouts": {k: c["timeouts"][k] for k in _TIMEOUTS if k != "inflight_s" or c.get("inflight_watchdog")},
-        "router": {"request_timeout_s": c["router_request_timeout_s"], "cb_timeout_s": c["router_cb_timeout_s"], "max_retries": c["router_max_retries"]},
+        "router": {
+            "request_timeout_s": c["router_request_timeout_s"],
+            "cb_timeout_s": c["router_cb_timeout_s"],
+            "max_retries": c["router_max_retries"],
+        },
         "bounds": {k: c[k] for k in ("slack_s", "forward_s", "recovery_s", "restart_s", "startup_timeout_s")},
     }
