@@ -7,6 +7,8 @@ the flake rate.
 
 Each run is its own pytest process with its own stacks; a test that fails or errors in any
 run is listed with its count and first verdict or rig error. An xfail or skip is expected.
+The suites' outcomes come from their results (``chaos.results``); the project's tests, which
+judge no verdicts, from pytest's JUnit XML (its elements, never its text).
 """
 
 from __future__ import annotations
@@ -16,14 +18,45 @@ import subprocess
 import sys
 import tempfile
 import time
+import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from chaos.mutants import parse_junit  # noqa: E402  (the repo is on the path first)
-from chaos.ports import BASES  # noqa: E402
+from chaos.ports import BASES  # noqa: E402  (the repo is on the path first)
+from chaos.results import load_results  # noqa: E402
+
+
+def _suite_run(reports: Path) -> tuple[int, dict[str, str]]:
+    """(passed, test -> why) of one suites run, from its results."""
+    results = load_results(reports)
+    bad = {
+        r.test: str(next(iter(r.judged_not_passed()), r.message.splitlines()[0] if r.message else r.outcome))
+        for r in results
+        if r.outcome in ("failed", "error")
+    }
+    return sum(r.outcome == "passed" for r in results), bad
+
+
+def _tests_run(junit: Path) -> tuple[int, dict[str, str]]:
+    """(passed, test -> why) of one run of the project's tests, from pytest's JUnit XML."""
+    try:
+        cases = list(ET.parse(junit).getroot().iter("testcase"))
+    except (ET.ParseError, FileNotFoundError):
+        return 0, {"(run)": "no JUnit XML written"}
+    bad, passed = {}, 0
+    for case in cases:
+        problem = case.find("failure") if case.find("failure") is not None else case.find("error")
+        test = f"{case.get('classname', '')}::{case.get('name')}"
+        if problem is not None:
+            bad[test] = (
+                (problem.get("message") or problem.tag).splitlines()[0] if problem.get("message") else problem.tag
+            )
+        elif case.find("skipped") is None:
+            passed += 1
+    return passed, bad
 
 
 def main() -> int:
@@ -44,7 +77,7 @@ def main() -> int:
     walls = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.runs):
-            junit = Path(tmp) / f"run{i}.xml"
+            junit, reports = Path(tmp) / f"run{i}.xml", Path(tmp) / f"reports{i}"
             t0 = time.monotonic()
             subprocess.run(
                 [
@@ -56,6 +89,7 @@ def main() -> int:
                     "-p",
                     "no:cacheprovider",
                     f"--junitxml={junit}",
+                    f"--reports-dir={reports}",
                     f"--port-base={args.port_base}",
                 ],
                 cwd=REPO,
@@ -63,13 +97,12 @@ def main() -> int:
                 timeout=3600,
             )
             walls.append(time.monotonic() - t0)
-            run = parse_junit(junit)
-            failed = run.verdict_failures + run.rig_errors
-            for test in failed:
+            passed, failed = _tests_run(junit) if args.tests else _suite_run(reports)
+            for test, why in failed.items():
                 failures[test] += 1
-                first.setdefault(test, run.verdict or run.rig_error)
+                first.setdefault(test, why)
             print(
-                f"run {i + 1}/{args.runs}: {run.passed} passed, {len(failed)} failed or errored in {walls[-1]:.0f} s",
+                f"run {i + 1}/{args.runs}: {passed} passed, {len(failed)} failed or errored in {walls[-1]:.0f} s",
                 flush=True,
             )
     print(f"\n{args.runs} runs, {sum(failures.values())} failures, mean wall {sum(walls) / len(walls):.0f} s")

@@ -26,7 +26,7 @@ from chaos.stack_factory import StackFactory, session_defects
 from chaos.targets.base import Capability, Target
 from chaos.targets.bringup import served_model
 from chaos.toxiproxy import ToxiproxyClient
-from chaos.verdicts import KnownIssueSeen
+from chaos.verdicts import KnownIssue, KnownIssueSeen
 from chaos.workloads import Workload
 
 
@@ -67,6 +67,9 @@ def stack(stack_factory: StackFactory) -> Target:
     return stack_factory.start(defects=session_defects())
 
 
+KNOWN_SEEN = pytest.StashKey[list]()  # the known issues a test showed, with their evidence, for result.json
+
+
 @pytest.fixture
 def engine_logs(stack: Target) -> LogCursor:
     """Where the engines' and the router's logs stood when the test began."""
@@ -98,6 +101,7 @@ def history(request: pytest.FixtureRequest, seed: int, stack: Target, engine_log
                 outcome=outcome,
                 duration_s=duration,
                 known_issue=reason,
+                known=request.node.stash.get(KNOWN_SEEN, []),
                 message=message,
                 stack=stack_id,
             )
@@ -187,14 +191,29 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> Iterator[None]:
             scenario.conclude(body_failed=True)
         raise
     if isinstance(scenario, Scenario):
-        marks = pyfuncitem.iter_markers("known_issue")
-        known = {
-            m.args[0]: m.kwargs["reason"]
-            for m in marks
-            if "lacking" not in m.kwargs or not scenario.has(Capability(m.kwargs["lacking"]))
-        }
+        known = known_issues(pyfuncitem, scenario)
         try:
             scenario.conclude(body_failed=False, known=known)
         except KnownIssueSeen as seen:
+            pyfuncitem.stash[KNOWN_SEEN] = [issue.as_json(got) for issue, got in seen.seen]
             pytest.xfail(str(seen))
     return result
+
+
+def known_issues(item: pytest.Item, scenario: Scenario) -> list[KnownIssue]:
+    """The ``known_issue`` marks that apply to this target (one lacking the capability a
+    mark's ``lacking`` names, if it names one)."""
+    out = []
+    for m in item.iter_markers("known_issue"):
+        lacking = m.kwargs.get("lacking")
+        if lacking is None or not scenario.has(Capability(lacking)):
+            out.append(
+                KnownIssue(
+                    m.args[0],
+                    m.kwargs["component"],
+                    m.kwargs["version"],
+                    m.kwargs["behaviour"],
+                    m.kwargs.get("params", {}),
+                )
+            )
+    return out

@@ -150,20 +150,32 @@ class TriggerFired:
 
 @dataclass(frozen=True)
 class LogEvent:
+    """A service's log line about one of the test's requests, with what it says parsed when
+    it was captured (``chaos.reports.logs``): the ``op`` it is about and its ``fields``
+    (an engine's rid, state, cached_tokens; smg's request_id)."""
+
     t: float
     service: str
     line: str
+    op: str = ""
+    fields: dict[str, str] = field(default_factory=dict)
     kind: str = "log"
 
 
 @dataclass(frozen=True)
 class VerdictRecord:
-    """A verdict as judged at the end of the test, kept so reports can be re-rendered."""
+    """A verdict or premise as judged, kept so reports can be re-rendered and results read
+    as data: ``check`` is its kind, ``params`` and ``evidence`` are ``chaos.judge`` records
+    in JSON form (``Verdict.as_json``)."""
 
     t: float
     name: str
     status: str
     message: str
+    check: str = ""
+    role: str = "verdict"
+    params: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
     kind: str = "verdict"
 
 

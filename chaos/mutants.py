@@ -1,10 +1,12 @@
 """The kill matrix: run the suites on the clean stack and once per pdsim defect.
 
-Every defect must make at least one verdict fail ("killed"); the clean run must pass. A
-test the rig broke (a trigger that never fired, a fault not applied, a premise not met: a
-``RigError``, marked in the JUnit XML by the plugin) or whose verdicts were only unknown
-kills nothing: the defect is then "not killed (rig error: ...)". Each run is its own pytest
-process with its own stacks (own port range) and JUnit XML; defect runs stop at their first
+Every defect must make its scenario's verdict fail ("killed"); the clean run must pass. The
+matrix reads each run's ``result.json`` files (``chaos.results``): a kill is a verdict of the
+killer's kind (and parameters) with status fail in a test that failed. A test the rig broke
+(a trigger that never fired, a fault not applied, a premise not met: a ``RigError``, an
+"error" outcome) or whose verdicts were only unknown kills nothing: the defect is then "not
+killed (rig error: ...)". Each run is its own pytest process with its own stacks (own port
+range) and report folder; defect runs stop at their first
 failed verdict (``--stop-at-verdict``, not ``-x``, which would also stop at a rig error) and
 run ``jobs`` at a time. The defect names come
 from ``python -m pdsim.defects``: the rig never imports pdsim.
@@ -15,17 +17,18 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from chaos.errors import ConfigError
+from chaos.judge.model import Role, Status
 from chaos.ports import RUN_STRIDE
+from chaos.results import JudgedVerdict, TestResult, load_results
 from chaos.tools import REPO_ROOT
 
 __all__ = [
@@ -34,7 +37,7 @@ __all__ = [
     "MutantResult",
     "defect_names",
     "matrix_ok",
-    "parse_junit",
+    "read_run",
     "run_matrix",
     "to_json",
     "to_markdown",
@@ -46,8 +49,12 @@ class Killer:
     """The scenario written for a defect's bug class, and the verdict of it that must fail."""
 
     suite: str  # a suite file under suites/ (or one test's node id)
-    verdict: str  # the verdict's name, as a failed one starts: "[FAIL] <verdict>(..."
+    verdict: str  # the verdict's kind
     args: tuple[str, ...] = ()  # what the scenario needs on the command line (the soak's duration)
+    params: dict[str, Any] = field(default_factory=dict)  # where a test judges several of that kind
+
+    def kills(self, v: JudgedVerdict) -> bool:
+        return v.kind == self.verdict and all(v.params.get(k) == p for k, p in self.params.items())
 
 
 # The soak is opt-in; the matrix runs it short, in the clean run and for the defect it kills.
@@ -83,12 +90,10 @@ KILLERS: dict[str, Killer] = {
     "decode_prefix_kv_misplaced": Killer("suites/test_decode_radix_cache.py", "replies_match_baseline"),
     "waiting_clock_from_arrival": Killer(
         "suites/test_overload.py::test_queued_requests_are_served_not_timed_out",
-        "counter_never_rises(decode:num_transfer_failed_reqs_total",
+        "counter_never_rises",
+        params={"counter": ["decode", "num_transfer_failed_reqs_total"]},
     ),
 }
-
-_VERDICT = re.compile(r"\[(FAIL|UNKNOWN)\] (.+)")
-_FAILED_VERDICT = re.compile(r"\[FAIL\] (.+)")
 
 
 @dataclass
@@ -125,50 +130,38 @@ def defect_names() -> list[str]:
 
 
 @dataclass(frozen=True)
-class JUnitRun:
-    """What one pytest run's JUnit XML says, split the way the matrix counts it."""
+class RunRead:
+    """What one pytest run's results say, split the way the matrix counts it."""
 
-    verdict_failures: list[str]  # tests a verdict failed (VerdictFailed): only these kill
-    rig_errors: list[str]  # tests that errored: setup, or a rig error in the body
-    verdict: str  # the first failed verdict, "[FAIL] name: why"
-    rig_error: str  # the first rig error's line
+    verdict_failures: list[str]  # tests a verdict failed: only these kill
+    rig_errors: list[str]  # tests that errored, or whose verdicts were only unknown
+    failed_verdicts: list[JudgedVerdict]  # every failed verdict of the failed tests, in order
+    why_not: str  # why nothing killed: "rig error: <the first>", or "only <an unknown verdict>"
     passed: int
-    failed_verdicts: tuple[str, ...] = ()  # every "[FAIL] ..." line of the failed tests, in order
 
 
-def parse_junit(path: Path) -> JUnitRun:
-    try:
-        root = ET.parse(path).getroot()
-    except (ET.ParseError, FileNotFoundError):
-        return JUnitRun([], [], "", "no JUnit XML written", 0)
-    killed, errors, verdict, rig, passed, failed_verdicts = [], [], "", "", 0, []
-    for case in root.iter("testcase"):
-        problem = case.find("failure")
-        if problem is None:
-            problem = case.find("error")
-        if problem is None:
-            if case.find("skipped") is None:
-                passed += 1
+def read_run(results: list[TestResult]) -> RunRead:
+    killed, errors, failed_verdicts, rig, passed = [], [], [], "", 0
+    for r in results:
+        if r.outcome == "passed":
+            passed += 1
             continue
-        test = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
-        text = (problem.get("message") or "") + "\n" + (problem.text or "")
-        marked = [p.get("value", "") for p in case.iter("property") if p.get("name") == "pdchaos_rig_error"]
-        failed = _FAILED_VERDICT.search(text)
-        if problem.tag == "failure" and not marked and "VerdictFailed" in text and failed:
-            killed.append(test)
-            verdict = verdict or f"[FAIL] {failed.group(1).strip()}"
-            # pytest cuts a long message to its first line; the element's text has them all
-            for found in _FAILED_VERDICT.findall(text):
-                if f"[FAIL] {found.strip()}" not in failed_verdicts:
-                    failed_verdicts.append(f"[FAIL] {found.strip()}")
-        else:  # a setup error, a rig error in the body, or verdicts that were only unknown
-            errors.append(test)
-            unknown = _VERDICT.search(text) if "VerdictFailed" in text else None
-            first = (problem.get("message") or "").splitlines()[0][:200] if problem.get("message") else problem.tag
-            rig = rig or (
-                marked[0] if marked else f"[{unknown.group(1)}] {unknown.group(2).strip()}" if unknown else first
-            )
-    return JUnitRun(killed, errors, verdict, rig, passed, tuple(failed_verdicts))
+        failing = r.judged(Status.FAIL)
+        if r.outcome == "failed" and failing:
+            killed.append(r.test)
+            failed_verdicts += failing
+        elif r.outcome in ("failed", "error"):  # a rig error, or verdicts that were only unknown
+            errors.append(r.test)
+            unmet = r.judged(Status.UNMET, Role.PREMISE)
+            unsure = r.judged(Status.UNKNOWN)
+            if unmet:
+                why = f"rig error: {unmet[0]}"
+            elif unsure and r.outcome == "failed":
+                why = f"only {unsure[0]}"
+            else:
+                why = f"rig error: {(r.message.splitlines() or [r.outcome])[0][:200]}"
+            rig = rig or why
+    return RunRead(killed, errors, failed_verdicts, rig, passed)
 
 
 def _run_one(
@@ -183,8 +176,8 @@ def _run_one(
 ) -> MutantResult:
     """One pytest run with ``defect`` switched on. Without a ``killer`` any failed verdict
     kills; with one, only a failure of its verdict does."""
-    junit = out_dir / f"{defect}.xml"
     log = out_dir / f"{defect}.log"
+    reports = out_dir / "reports" / defect
     args = [
         sys.executable,
         "-m",
@@ -193,9 +186,8 @@ def _run_one(
         "-q",
         "-p",
         "no:cacheprovider",
-        f"--junitxml={junit}",
         f"--port-base={port_base}",
-        f"--reports-dir={out_dir / 'reports' / defect}",
+        f"--reports-dir={reports}",
     ]
     if defect != "clean":
         args.append("--stop-at-verdict")  # not -x: a rig error must not end the run before a verdict could kill
@@ -209,22 +201,25 @@ def _run_one(
         except subprocess.TimeoutExpired:
             rc = -1
     seconds = time.monotonic() - t0
-    run = parse_junit(junit)
-    if run.rig_error:
-        rig_error = f"{'only' if run.rig_error.startswith('[UNKNOWN]') else 'rig error:'} {run.rig_error}"
-    else:
-        rig_error = f"rig error: run exceeded {timeout_s:g}s" if rc == -1 else ""
+    run = read_run(load_results(reports))
+    rig_error = run.why_not
+    if not rig_error and rc != 0 and not run.verdict_failures:
+        rig_error = (
+            f"rig error: run exceeded {timeout_s:g}s"
+            if rc == -1
+            else f"rig error: pytest exited {rc} and no result names a failed verdict (see the log)"
+        )
     # the clean run fails on anything; a defect is killed only by a failed verdict (its own)
-    verdict = run.verdict
+    first = str(run.failed_verdicts[0]) if run.failed_verdicts else ""
     if defect == "clean":
-        killed = rc != 0
+        killed, verdict = rc != 0, first
     elif killer is None:
-        killed = bool(run.verdict_failures)
+        killed, verdict = bool(run.verdict_failures), first
     else:
-        own = [v for v in run.failed_verdicts if v.removeprefix("[FAIL] ").startswith(killer.verdict)]
-        killed, verdict = bool(own), (own[0] if own else run.verdict)
+        own = [v for v in run.failed_verdicts if killer.kills(v)]
+        killed, verdict = bool(own), str(own[0]) if own else first
         if run.verdict_failures and not own:
-            rig_error = rig_error or f"another verdict failed, not {killer.verdict}: {run.verdict[:150]}"
+            rig_error = rig_error or f"another verdict failed, not {killer.verdict}: {first[:150]}"
     return MutantResult(
         defect,
         killed,

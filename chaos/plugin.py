@@ -36,7 +36,7 @@ MARKERS = (
     + ", ".join(c.value for c in Capability)
     + "); the test skips with a reason otherwise",
     "smoke: one scenario for each way a target starts a stack and injects a fault (a toxic, a proxy down, kill, restart, freeze, SIGTERM, a client hanging up): `-m smoke` shows in minutes that a target's driver carries every fault; the verdicts are the suites' own",
-    "known_issue(verdict, reason=..., lacking=None): a known upstream behaviour fails this verdict (on targets lacking the capability `lacking`, if given): failing alone it makes the test xfail with the reason; passing, it fails the test (strict)",
+    "known_issue(verdict, component=..., version=..., behaviour=..., params={}, lacking=None): a known upstream behaviour fails the verdict of this kind (with these params; on targets lacking the capability `lacking`, if given): failing alone it makes the test xfail with its evidence; passing, it fails the test (strict)",
 )
 
 

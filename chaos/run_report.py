@@ -156,7 +156,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for col in ("test", "outcome", "s", "requests", "verdicts not passed"):
         table.add_column(col, overflow="fold")
     for r in results:
-        bad = "; ".join(v["name"].split("(")[0] for v in r["verdicts"] if v["status"] != "pass")
+        bad = "; ".join(v.get("kind", v["name"]) for v in r["verdicts"] if v["status"] != "pass")
         reqs = " ".join(f"{k}={n}" for k, n in sorted(r["requests"].items()))
         table.add_row(
             escape(r["test"].split("::")[-1]), r["outcome"], f"{r['duration_s']:.1f}", escape(reqs), escape(bad)
@@ -164,7 +164,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     console = Console(file=terminalreporter._tw._file, width=160)
     console.print(table)
     for test, v in figures(results):  # whatever the outcome: a soak's slopes, retry amplification
-        console.print(
-            f"{escape(test.split('::')[-1])}: {escape(v['name'].split('(')[0])} ({v['status']}): {escape(v['message'])}"
-        )
+        console.print(f"{escape(test.split('::')[-1])}: {escape(v['kind'])} ({v['status']}): {escape(v['message'])}")
     terminalreporter.write_line(f"reports: {run_dir(config)}")

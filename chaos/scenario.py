@@ -64,7 +64,11 @@ class Scenario:
     checks: list[v.Check] = field(default_factory=list)
 
     def judge(self, *checks: v.Check) -> None:
-        """Declare verdicts; all of them are judged once the body ends, in order."""
+        """Declare verdicts; all of them are judged once the body ends, in order. A premise
+        is not a verdict: ``require`` checks it."""
+        premises = [c.name for c in checks if c.role is v.Role.PREMISE]
+        if premises:
+            raise TypeError(f"judge takes verdicts, not premises: {', '.join(premises)} (scenario.require)")
         self.checks.extend(checks)
 
     def require(self, *premises: v.Check) -> None:
@@ -186,14 +190,14 @@ class Scenario:
 
     def _observe_windows(self) -> None:
         """Keep sampling until each windowed verdict's window has closed on its sources, or
-        it has passed (``v.Windowed``): bounded by the window's end and a grace. A window the
+        it has passed (``v.Window``): bounded by the window's end and a grace. A window the
         samples still do not cover is judged as it is, and says so (unknown, never pass)."""
-        for check in (c for c in self.checks if isinstance(c, v.Windowed)):
-            closes = check.closes(self.history)
+        for check in self.checks:
+            closes = None if check.window is None else check.window(self.history)
             if closes is None:
                 continue
 
-            def covered(check: v.Windowed = check, closes: float = closes) -> bool:
+            def covered(check: v.Check = check, closes: float = closes) -> bool:
                 sampled = all(
                     (s := self.sampler.latest(source)) is not None and s.t >= closes for source in check.sources
                 )
@@ -202,10 +206,10 @@ class Scenario:
             self.sampler.poll(
                 covered,
                 timeout_s=max(0.0, closes - self.history.now()) + WINDOW_GRACE_S,
-                what=f"samples through the window of {check.__name__}",
+                what=f"samples through the window of {check.name}",
             )
 
-    def conclude(self, *, body_failed: bool, known: dict[str, str] | None = None) -> list[v.Verdict]:
+    def conclude(self, *, body_failed: bool, known: Collection[v.KnownIssue] = ()) -> list[v.Verdict]:
         """Judge the declared verdicts and record them. Raises ``VerdictFailed`` if one did
         not pass and the body did not fail first; ``NoVerdict`` if none was declared;
         ``KnownIssueSeen`` if only verdicts ``known`` names failed (``v.raise_unless_passed``)."""

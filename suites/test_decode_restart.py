@@ -195,13 +195,13 @@ def test_decode_restarted_alone_while_prefill_holds_rooms(scenario, workload, fa
 
 
 SMG_CHARGES_BOTH = (
-    "KNOWN ISSUE smg 1.13.0: while only decode is down, every failed PD attempt is charged to both "
-    "workers' circuit breakers: smg_worker_cb_outcomes_total{outcome=failure} of the prefill worker "
-    "rises with decode's although no fault struck prefill"
+    "while only decode is down, every failed PD attempt is charged to both workers' circuit breakers: "
+    "smg_worker_cb_outcomes_total{outcome=failure} of the prefill worker rises with decode's although no "
+    "fault struck prefill"
 )
 
 
-@pytest.mark.known_issue("charged_only_where_struck", reason=SMG_CHARGES_BOTH)
+@pytest.mark.known_issue("charged_only_where_struck", component="smg", version="1.13.0", behaviour=SMG_CHARGES_BOTH)
 def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, faults, bounds):
     deadlines = Deadlines(
         connect_s=2,
@@ -225,13 +225,14 @@ def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, 
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.abort_s)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=v.VerdictFailed,  # only the verdict confirms the known issue; a rig error stays an error
-    reason=f"{SMG_CHARGES_BOTH}, so the healthy prefill's circuit opens too and, once decode is "
-    "back, all traffic gets 503 'No available prefill workers (all circuits open or unhealthy)' for "
-    "--cb-timeout-duration-secs (60 s by default). Evidence: smg_worker_cb_transitions_total{worker=<prefill>,to=open} "
-    "rises in this test's history while prefill answered every request it got.",
+@pytest.mark.known_issue(
+    "counter_never_rises",
+    component="smg",
+    version="1.13.0",
+    behaviour=f"{SMG_CHARGES_BOTH}, so the healthy prefill's circuit opens too and, once decode is back, all "
+    "traffic gets 503 'No available prefill workers (all circuits open or unhealthy)' for "
+    "--cb-timeout-duration-secs (60 s by default). Evidence: smg_worker_cb_transitions_total{worker=<prefill>,"
+    "to=open} rises in this test's history while prefill answered every request it got.",
 )
 def test_decode_outage_leaves_the_prefill_circuit_closed(scenario, sampler, workload, faults):
     scenario.judge(

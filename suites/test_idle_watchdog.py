@@ -47,7 +47,7 @@ def test_lone_request_with_a_stalled_handshake(scenario, workload, faults, bound
 
 
 FROZEN_DECODE_PINS = (
-    "KNOWN ISSUE SGLang 0.5.23 (mooncake_tcp): while its decode is frozen (alive, its sockets open, "
+    "(mooncake_tcp) while its decode is frozen (alive, its sockets open, "
     "nothing read), prefill holds the room in its inflight queue until the request's client goes away; "
     "no engine timeout applies once the handshake is done (upstream has no inflight watchdog), so the "
     "only bounds are the client's deadline and smg's --request-timeout-secs (1800 s by default). "
@@ -58,7 +58,9 @@ FROZEN_DECODE_PINS = (
 
 @pytest.mark.smoke
 @pytest.mark.needs("process_control")
-@pytest.mark.known_issue("no_leak", reason=FROZEN_DECODE_PINS, lacking="inflight_watchdog")
+@pytest.mark.known_issue(
+    "no_leak", component="SGLang", version="0.5.23", behaviour=FROZEN_DECODE_PINS, lacking="inflight_watchdog"
+)
 def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
     """Decode is frozen once it waits for the lone request's KV: alive, its sockets open,
     nothing read, so prefill's transfer never completes and nothing else wakes prefill. An

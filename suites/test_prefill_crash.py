@@ -67,16 +67,16 @@ def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=v.VerdictFailed,  # only the verdict confirms the known issue; a rig error or an unmet premise stays an error
-    reason="KNOWN ISSUE smg 1.13.0: a streaming PD request gets no response headers while its prefill leg "
-    "hangs. With prefill frozen, decode fails the request by its waiting timeout (SGLang 0.5.23 and pdsim "
-    "both log 'Decode transfer failed ... timed out after 6.0s in KVPoll.WaitingForInput' and end the "
-    "decode leg with a status-500 abort), but smg forwards nothing: clients wait until their own deadline (smg logs status "
-    "499 'client closed the connection before the response') or smg's --request-timeout-secs. Evidence: "
-    "failed_requests_are_clean lists client_timeout with no first byte for every agent, on pdsim and on "
-    "real SGLang alike.",
+@pytest.mark.known_issue(
+    "failed_requests_are_clean",
+    component="smg",
+    version="1.13.0",
+    behaviour="a streaming PD request gets no response headers while its prefill leg hangs. With prefill "
+    "frozen, decode fails the request by its waiting timeout (SGLang 0.5.23 and pdsim both log 'Decode transfer "
+    "failed ... timed out after 6.0s in KVPoll.WaitingForInput' and end the decode leg with a status-500 abort), "
+    "but smg forwards nothing: clients wait until their own deadline (smg logs status 499 'client closed the "
+    "connection before the response') or smg's --request-timeout-secs. Evidence: failed_requests_are_clean lists "
+    "client_timeout with no first byte for every agent, on pdsim and on real SGLang alike.",
 )
 def test_prefill_frozen_then_thawed(scenario, workload, faults, bounds):
     # Prefill is frozen first, so decode is sure to wait for KV that cannot come, on any

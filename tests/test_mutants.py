@@ -1,60 +1,122 @@
-"""The kill matrix's bookkeeping: reading JUnit XML, judging the matrix."""
+"""The kill matrix's bookkeeping: reading the runs' results, judging the matrix."""
 
 from __future__ import annotations
 
-from chaos.mutants import MutantResult, matrix_ok, parse_junit, to_json, to_markdown
+from chaos.mutants import Killer, MutantResult, matrix_ok, read_run, to_json, to_markdown
+from chaos.results import TestResult
 from tests.ports import port_base
 
-JUNIT = """<?xml version="1.0" encoding="utf-8"?>
-<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="3">
-<testcase classname="suites.test_kv_link" name="test_slow" time="3.0"/>
-<testcase classname="suites.test_kv_link" name="test_stuck[crawl]" time="9.1">
-<failure message="chaos.verdicts.VerdictFailed: [FAIL] watchdog_fired(decode waiting): did not rise&#10;[FAIL] no_leak: stayed">trace</failure></testcase>
-<testcase classname="suites.test_kv_link" name="test_skipped" time="0"><skipped message="lacks kv_link"/></testcase>
-</testsuite></testsuites>"""
+
+def _result(test: str, outcome: str, *verdicts: tuple[str, str, str], message: str = "") -> TestResult:
+    """A result.json as the history fixture writes it: (kind, role, status) per verdict."""
+    return TestResult.from_json(
+        {
+            "test": test,
+            "outcome": outcome,
+            "message": message,
+            "verdicts": [
+                {"kind": k, "role": r, "status": st, "name": f"{k}(x)", "message": f"said {st}", "params": {"n": 1}}
+                for k, r, st in verdicts
+            ],
+        }
+    )
 
 
-def test_parse_junit_names_the_first_failing_test_and_verdict(tmp_path):
-    path = tmp_path / "r.xml"
-    path.write_text(JUNIT)
-    run = parse_junit(path)
-    assert run.verdict_failures == ["suites/test_kv_link.py::test_stuck[crawl]"] and run.rig_errors == []
-    assert run.verdict == "[FAIL] watchdog_fired(decode waiting): did not rise"
-    assert run.passed == 1
+def test_read_run_counts_kills_rig_errors_and_unknowns_from_results():
+    run = read_run(
+        [
+            _result("t::slow", "passed", ("recovers", "verdict", "pass")),
+            _result("t::stuck", "failed", ("watchdog_fired", "verdict", "fail"), ("no_leak", "verdict", "fail")),
+            _result("t::void", "error", ("requests_affected", "premise", "unmet"), ("no_leak", "verdict", "pass")),
+            _result("t::skipped", "skipped"),
+        ]
+    )
+    assert run.verdict_failures == ["t::stuck"] and run.rig_errors == ["t::void"] and run.passed == 1
+    assert [v.kind for v in run.failed_verdicts] == ["watchdog_fired", "no_leak"]
+    assert run.why_not == "rig error: [UNMET] requests_affected(x): said unmet"
+    unsure = read_run([_result("t::blind", "failed", ("no_leak", "verdict", "unknown"))])
+    assert unsure.verdict_failures == [] and unsure.why_not == "only [UNKNOWN] no_leak(x): said unknown"
+    crashed = read_run([_result("t::e", "error", message="TargetError: down\ntrace")])
+    assert crashed.why_not == "rig error: TargetError: down"
 
 
-def test_parse_junit_without_a_file(tmp_path):
-    run = parse_junit(tmp_path / "missing.xml")
-    assert run.verdict_failures == [] and run.rig_error == "no JUnit XML written"
+def test_a_killer_names_a_verdict_by_kind_and_params_never_by_its_words():
+    judged = _result("t", "failed", ("counter_never_rises", "verdict", "fail")).verdicts[0]
+    assert Killer("s", "counter_never_rises").kills(judged)
+    assert Killer("s", "counter_never_rises", params={"n": 1}).kills(judged)
+    assert not Killer("s", "counter_never_rises", params={"n": 2}).kills(judged)
+    assert not Killer("s", "counter_never").kills(judged)  # no prefix of a kind matches
+    reworded = TestResult.from_json(
+        {
+            "test": "t",
+            "outcome": "failed",
+            "verdicts": [
+                {
+                    "kind": "counter_never_rises",
+                    "role": "verdict",
+                    "status": "fail",
+                    "name": "other words",
+                    "message": "?",
+                }
+            ],
+        }
+    )
+    assert Killer("s", "counter_never_rises").kills(reworded.verdicts[0])
 
+
+RIG_CONFTEST = """
+pytest_plugins = ["chaos.plugin"]
+import pytest
+
+
+class _Info:
+    kind, port_base, run_id = "none", 0, "rig"
+
+
+class _NoStack:
+    \"\"\"No stack: the matrix's bookkeeping is what these tests are about.\"\"\"
+
+    info = _Info()
+
+    def logs(self, service):
+        return ""
+
+
+@pytest.fixture(scope="session")
+def stack():
+    return _NoStack()
+"""
 
 RIG_SUITE = """
 import os
 import pytest
 from chaos import verdicts as v
 from chaos.errors import TargetError, TriggerTimeout
-from chaos.history import History
 
 
-def test_one():
+@v.verdict(lambda **_: "replies_match_baseline")
+def replies_match_baseline(h):
+    return v.failed("1 of 1 replies differ", wrong=1)
+
+
+def test_one(history):
     defect = os.environ["PDSIM_DEFECTS"]
     if defect == "breaks_the_rig":
         raise TriggerTimeout("the trigger never fired")
     if defect == "only_unknown":
-        v.expect(History(), v.every_request_terminal(within_s=1))
+        v.expect(history, v.every_request_terminal(within_s=1))
     if defect == "breaks_a_verdict":
-        raise v.VerdictFailed("[FAIL] replies_match_baseline: 1 of 1 replies differ")
+        v.expect(history, replies_match_baseline())
 
 
 @pytest.fixture
 def steady():
-    if os.environ["PDSIM_DEFECTS"] == "xfail_setup_breaks":
+    if os.environ["PDSIM_DEFECTS"] == "setup_breaks":
         raise TargetError("target not in steady state before the test")
 
 
-@pytest.mark.xfail(strict=True, raises=v.VerdictFailed, reason="KNOWN ISSUE: confirmed only by its verdict")
-def test_known_issue(steady):
-    raise v.VerdictFailed("[FAIL] gauge_stays_at_most: the known behaviour")
+def test_setup(history, steady):
+    pass
 """
 
 
@@ -66,7 +128,7 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     (tmp_path / "out").mkdir()
     suite = tmp_path / "test_rig_suite.py"
     suite.write_text(RIG_SUITE)
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
+    (tmp_path / "conftest.py").write_text(RIG_CONFTEST)
     runs = {
         d: _run_one(
             d,
@@ -76,20 +138,22 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
             extra_args=["--rootdir", str(tmp_path)],
             timeout_s=120,
         )
-        for d in ("breaks_the_rig", "only_unknown", "breaks_a_verdict", "xfail_setup_breaks")
+        for d in ("breaks_the_rig", "only_unknown", "breaks_a_verdict", "setup_breaks")
     }
     rig, unknown, real = runs["breaks_the_rig"], runs["only_unknown"], runs["breaks_a_verdict"]
-    assert not rig.killed and rig.state.startswith("not killed (rig error: TriggerTimeout: the trigger never fired")
+    assert (
+        not rig.killed
+        and rig.state.startswith("not killed (rig error: ")
+        and "TriggerTimeout: the trigger" in rig.state
+    )
     assert not unknown.killed and "[UNKNOWN] every_request_terminal" in unknown.state
-    assert real.killed and real.verdict == "[FAIL] replies_match_baseline: 1 of 1 replies differ"
+    assert real.killed and real.verdict == "[FAIL] replies_match_baseline: 1 of 1 replies differ", real
     assert '"killed_by": "[FAIL] replies_match_baseline' in to_json([real]) and '"killed_by": ""' in to_json([rig])
     log = (tmp_path / "out" / "breaks_the_rig.log").read_text()
     assert "1 error" in log and " failed" not in log.splitlines()[-1], log[-600:]
-    # a known issue is confirmed only by its verdict: a setup that fails is an error, not xfailed
-    broken = runs["xfail_setup_breaks"]
-    assert not broken.killed and "TargetError" in broken.rig_error
-    last = (tmp_path / "out" / "xfail_setup_breaks.log").read_text().splitlines()[-1]
-    assert "1 error" in last and "xfailed" not in last, last
+    # a setup that fails is an error with its reason, never a kill
+    broken = runs["setup_breaks"]
+    assert not broken.killed and "TargetError" in broken.rig_error, broken
     # a defect is killed only by the verdict written for it, not by another failing by chance
     (tmp_path / "elsewhere").mkdir()
     elsewhere = _run_one(

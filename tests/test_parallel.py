@@ -8,9 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from chaos.mutants import parse_junit
 from chaos.ports import RUN_STRIDE
 from chaos.procs import run
+from chaos.results import load_results
 from chaos.tools import REPO_ROOT
 from tests.ports import port_base
 
@@ -23,20 +23,18 @@ SELECTION = [
 
 def _run(tmp_path: Path, name: str, port_base: int, *extra: str) -> tuple[dict[str, tuple[str, ...]], set[str]]:
     """Per test: its outcome and its verdicts' statuses; and the stacks the tests ran on."""
-    junit = tmp_path / f"{name}.xml"
     reports = tmp_path / name
     r = run(
-        [sys.executable, "-m", "pytest", *SELECTION, "-q", "-p", "no:cacheprovider", f"--port-base={port_base}", f"--junitxml={junit}", f"--reports-dir={reports}", "--seed=7", *extra],
+        [sys.executable, "-m", "pytest", *SELECTION, "-q", "-p", "no:cacheprovider", f"--port-base={port_base}", f"--reports-dir={reports}", "--seed=7", *extra],
         cwd=REPO_ROOT, timeout_s=300, env={**os.environ, "PDCHAOS_RUN_ID": name},
     )  # fmt: skip
     assert r.returncode == 0, r.stdout[-2000:]
-    parsed = parse_junit(junit)
-    failed, passed = parsed.verdict_failures + parsed.rig_errors, parsed.passed
     summary = json.loads((reports / name / "summary.json").read_text())
     outcomes = {
-        t["test"]: (t["outcome"], *(f"{v['name']}={v['status']}" for v in t["verdicts"])) for t in summary["tests"]
+        t["test"]: (t["outcome"], *(f"{v['kind']}={v['status']}" for v in t["verdicts"])) for t in summary["tests"]
     }
-    assert passed == len(outcomes) and not failed
+    results = load_results(reports / name)
+    assert {t.outcome for t in results} == {"passed"} and len(results) == len(outcomes) >= len(SELECTION), outcomes
     return outcomes, {t["stack"] for t in summary["tests"]}
 
 

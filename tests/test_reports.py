@@ -19,12 +19,11 @@ def _op(h: History, op: str, outcome: Outcome | None, t1: float = 5.0) -> None:
 
 
 def _log(h: History, op: str, service: str, state: str, t: float) -> None:
-    line = (
-        f"op={op} event=req rid=r-{op}-{service} state={state}"
-        if service != "router"
-        else f"op={op} request_id={op} {state} processing request"
-    )
-    h.append(LogEvent(t, service, line))
+    if service == "router":
+        h.append(LogEvent(t, service, f"request_id={op} {state} processing request", op=op, fields={"request_id": op}))
+    else:
+        line = f"event=req rid=r-{op}-{service} state={state}"
+        h.append(LogEvent(t, service, line, op=op, fields=parse_engine_line(line)))
 
 
 def test_hops_from_crafted_histories():

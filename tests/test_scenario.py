@@ -38,13 +38,13 @@ def test_unknown_fails_after_the_body(scenario, workload):
     workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2))
 
 
-@pytest.mark.known_issue("outcomes_in", reason="KNOWN ISSUE upstream 1.0: no request succeeds")
+@pytest.mark.known_issue("outcomes_in", component="upstream", version="1.0", behaviour="no request succeeds")
 def test_known_issue_seen(scenario, workload):
     scenario.judge(v.every_request_terminal(within_s=30), v.outcomes_in(set()))
     workload.request("/v1/chat/completions", workload.chat("word " * 70000, max_tokens=2))  # over any context: a 400
 
 
-@pytest.mark.known_issue("outcomes_in", reason="KNOWN ISSUE upstream 1.0: no request succeeds", lacking="inflight_watchdog")
+@pytest.mark.known_issue("outcomes_in", component="upstream", version="1.0", behaviour="no request succeeds", lacking="inflight_watchdog")
 def test_known_issue_only_where_lacking(scenario, workload):  # the embedded stack has the watchdog
     scenario.judge(v.every_request_terminal(within_s=30), v.outcomes_in(set()))
     workload.request("/v1/chat/completions", workload.chat("word " * 70000, max_tokens=2))
@@ -59,7 +59,7 @@ def test_window_outlasts_the_body(scenario, workload, faults):
         workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2), phase=Phase.FAULT)
 
 
-@pytest.mark.known_issue("outcomes_in", reason="KNOWN ISSUE upstream 1.0: no request succeeds")
+@pytest.mark.known_issue("outcomes_in", component="upstream", version="1.0", behaviour="no request succeeds")
 def test_known_issue_gone(scenario, workload):
     scenario.judge(v.outcomes_in(set()))
     workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2))
@@ -107,7 +107,7 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
 
     raised = results["test_body_raises"]
     assert raised["outcome"] == "error", raised  # the body's rig error stays the outcome
-    verdicts = {v["name"].split("(")[0]: v["status"] for v in raised["verdicts"]}
+    verdicts = {v["kind"]: v["status"] for v in raised["verdicts"]}
     assert verdicts == {"every_request_terminal": "pass", "recovers": "unknown"}, raised["verdicts"]
 
     unknown = results["test_unknown_fails_after_the_body"]
@@ -119,6 +119,9 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     # a verdict marked known_issue: failing alone, an xfail with the issue's words; passing, a strict failure
     seen, gone = results["test_known_issue_seen"], results["test_known_issue_gone"]
     assert seen["outcome"] == "xfailed" and "no request succeeds" in seen["known_issue"], seen
+    [issue] = seen["known"]  # the issue as data, with the evidence record that shows it
+    assert (issue["component"], issue["version"], issue["evidence"][0]["kind"]) == ("upstream", "1.0", "outcomes_in")
+    assert issue["evidence"][0]["status"] == "fail" and issue["evidence"][0]["evidence"]["ops"], issue
     assert gone["outcome"] == "failed" and "XPASS(strict)] outcomes_in" in gone["message"], gone
     # a known issue of engines lacking a capability is no excuse on a target that has it
     where = results["test_known_issue_only_where_lacking"]

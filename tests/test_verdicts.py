@@ -21,8 +21,10 @@ from chaos.history import (
     Sample,
     Stage,
     TriggerFired,
+    VerdictRecord,
 )
 from chaos.pipeline import Metric
+from chaos.reports.logs import parse_engine_line
 from chaos.sampler import HEALTH
 
 
@@ -263,12 +265,51 @@ def test_expect_raises_on_fail_and_unknown_and_names_the_verdict():
         v.expect(h, v.recovers(within_s=1))
 
 
-def test_a_verdict_that_raises_is_unknown():
-    def broken(_: History) -> v.Verdict:
+def test_a_verdict_that_raises_is_unknown_and_a_premise_unmet():
+    @v.verdict(lambda **_: "broken")
+    def broken(_: History) -> v.Finding:
         raise KeyError("boom")
 
-    [verdict] = v.evaluate(History(), [broken])
+    @v.premise(lambda **_: "broken_premise")
+    def broken_premise(_: History) -> v.Finding:
+        raise KeyError("boom")
+
+    verdict, premise = v.evaluate(History(), [broken(), broken_premise()])
     assert verdict.status is v.Status.UNKNOWN and "KeyError" in verdict.message
+    assert premise.status is v.Status.UNMET and premise.role is v.Role.PREMISE
+
+
+def test_judge_takes_verdicts_and_require_takes_premises():
+    from chaos.errors import PremiseNotMet
+
+    h = History()
+    op(h, "a", 0, 1, Outcome.OK, phase="fault")
+    with pytest.raises(TypeError, match="require takes premises"):
+        v.require(h, v.recovers(within_s=1))
+    with pytest.raises(PremiseNotMet, match=r"\[UNMET\] requests_affected\(fault\)"):
+        v.require(h, v.requests_affected(phase=Phase.FAULT, why="the fault came late"))
+    [record] = list(h.of(VerdictRecord))
+    assert (record.check, record.role, record.status) == ("requests_affected", "premise", "unmet")
+    assert record.evidence["values"]["requests"] == 1 and record.evidence["ops"] == ["a"]
+
+
+def test_a_verdict_is_data_its_words_are_rendered_from_it():
+    h = History()
+    fault(h, 1.0, 2.0)
+    series(h, "decode", "fails", [(0.5, 0), (1.2, 1), (9.0, 1)])
+    judged = v.watchdog_fired("w", Metric("decode", "fails"), timeout_s=3, slack_s=1)(h)
+    assert judged.kind == "watchdog_fired" and judged.status is v.Status.FAIL
+    assert judged.params == {
+        "name": "w",
+        "counter": Metric("decode", "fails"),
+        "timeout_s": 3,
+        "slack_s": 1,
+        "since": v.Since.FAULT,
+    }
+    assert judged.evidence.values["fired_s"] == pytest.approx(0.2) and judged.evidence.at[0] == 1.0
+    data = judged.as_json()
+    assert data["params"]["counter"] == ["decode", "fails"] and data["params"]["since"] == "fault"
+    assert data["evidence"]["values"]["window_s"] == [2.75, 4.0]
 
 
 def test_history_round_trips_through_jsonl(tmp_path):
@@ -310,24 +351,41 @@ def test_charged_only_where_struck():
     assert status(check, History()) is v.Status.UNKNOWN
 
 
+def _judged(kind: str, status: v.Status, message: str, **params: object) -> v.Verdict:
+    return v.Verdict(kind, f"{kind}(worded freely)", status, message, dict(params))
+
+
 def test_a_known_issue_fails_alone_or_the_test_fails_strictly():
-    passed, failed = (
-        v.Verdict("recovers", v.Status.PASS, "ok"),
-        v.Verdict("charged_only_where_struck", v.Status.FAIL, "prefill charged"),
-    )
-    known = {"charged_only_where_struck": "KNOWN ISSUE smg 1.13.0: both charged"}
-    with pytest.raises(v.KnownIssueSeen, match="both charged.*prefill charged"):
+    passed = _judged("recovers", v.Status.PASS, "ok")
+    failed = _judged("charged_only_where_struck", v.Status.FAIL, "prefill charged")
+    known = [v.KnownIssue("charged_only_where_struck", "smg", "1.13.0", "both charged")]
+    with pytest.raises(v.KnownIssueSeen, match="KNOWN ISSUE smg 1.13.0: both charged.*prefill charged") as seen:
         v.raise_unless_passed([passed, failed], known)
+    [(issue, shown)] = seen.value.seen
+    assert issue.as_json(shown)["evidence"][0]["kind"] == "charged_only_where_struck"
     with pytest.raises(v.VerdictFailed, match=r"\[FAIL\] no_leak(.|\n)*known issue"):
-        v.raise_unless_passed([v.Verdict("no_leak", v.Status.FAIL, "held"), failed], known)
+        v.raise_unless_passed([_judged("no_leak", v.Status.FAIL, "held"), failed], known)
     with pytest.raises(
         v.VerdictFailed, match=r"XPASS\(strict\)\] charged_only_where_struck: known issue not shown \(fine\)"
     ):
-        v.raise_unless_passed([passed, v.Verdict("charged_only_where_struck", v.Status.PASS, "fine")], known)
+        v.raise_unless_passed([passed, _judged("charged_only_where_struck", v.Status.PASS, "fine")], known)
     with pytest.raises(v.VerdictFailed, match="not judged"):
         v.raise_unless_passed([passed], known)
     with pytest.raises(v.VerdictFailed, match=r"\[UNKNOWN\] charged_only_where_struck"):
-        v.raise_unless_passed([v.Verdict("charged_only_where_struck", v.Status.UNKNOWN, "no samples")], known)
+        v.raise_unless_passed([_judged("charged_only_where_struck", v.Status.UNKNOWN, "no samples")], known)
+
+
+def test_a_known_issue_names_its_verdict_by_kind_and_params_not_by_words():
+    """Rewording a verdict (its name, its message) changes no known issue; a kind whose
+    name starts the same is another verdict; params narrow it to one of several."""
+    never = v.KnownIssue("counter_never_rises", "smg", "1.13.0", "opens", params={"counter": ["router", "open"]})
+    reworded = _judged("counter_never_rises", v.Status.FAIL, "anything", counter=Metric("router", "open"))
+    other = _judged("counter_never_rises", v.Status.PASS, "flat", counter=Metric("decode", "fails"))
+    with pytest.raises(v.KnownIssueSeen):
+        v.raise_unless_passed([reworded, other], [never])
+    prefix = v.KnownIssue("counter_never", "smg", "1.13.0", "opens")
+    with pytest.raises(v.VerdictFailed, match="not judged"):
+        v.raise_unless_passed([reworded], [prefix])
 
 
 def test_counter_never_rises():
@@ -439,7 +497,7 @@ def test_ended_as_is_a_premise():
     check = v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="in flight when abandoned")
     assert status(check, abandoned) is v.Status.PASS
     assert (
-        status(check, refused) is v.Status.UNKNOWN and "503 model not found" in check(refused).message
+        status(check, refused) is v.Status.UNMET and "503 model not found" in check(refused).message
     )  # never a fail: nothing was tested
 
 
@@ -503,7 +561,7 @@ def test_open_at_fault_is_a_premise():
     op(missed, "a", 0.1, 0.5, phase="fault")  # done before the SIGTERM
     check = v.open_at_fault(phase=Phase.FAULT, why="decode had them")
     assert status(check, met) is v.Status.PASS
-    assert status(check, missed) is v.Status.UNKNOWN and "not open at the fault" in check(missed).message
+    assert status(check, missed) is v.Status.UNMET and "not open at the fault" in check(missed).message
 
 
 def _soak(points: list[tuple[float, float]], metric: str = "open_fds:decode") -> History:
@@ -544,13 +602,8 @@ def test_growth_leaves_out_the_warm_up_and_allows_a_share_of_the_first_value():
 
 def _received(h: History, op: str, *rids: str, service: str = "prefill") -> None:
     for rid in rids:
-        h.append(
-            LogEvent(
-                1.0,
-                service,
-                f"op={op} 2026-12-02 00:00:00.000 INFO {service} event=req rid={rid} state=received xrid={op}",
-            )
-        )
+        line = f"2026-12-02 00:00:00.000 INFO {service} event=req rid={rid} state=received xrid={op}"
+        h.append(LogEvent(1.0, service, line, op=op, fields=parse_engine_line(line)))
 
 
 def test_amplification_at_most():
@@ -573,7 +626,7 @@ def test_amplification_at_most():
     once = History()
     op(once, "a", 0, 1.0, phase="fault")
     _received(once, "a", "r1")
-    assert status(v.requests_retried(phase=Phase.FAULT, why="x"), once) is v.Status.UNKNOWN
+    assert status(v.requests_retried(phase=Phase.FAULT, why="x"), once) is v.Status.UNMET
 
 
 def test_a_reading_that_caught_something_in_passing_is_no_growth():
@@ -618,20 +671,20 @@ def test_queued_for_and_gauge_reached():
     )  # single samples, a break between
     check = v.queued_for(queue, 4.5, why="no overload")
     assert status(check, held) is v.Status.PASS and "5.00s" in check(held).message
-    assert status(check, broken) is v.Status.UNKNOWN and "0.00s at most" in check(broken).message
-    assert status(check, History()) is v.Status.UNKNOWN
+    assert status(check, broken) is v.Status.UNMET and "0.00s at most" in check(broken).message
+    assert status(check, History()) is v.Status.UNMET
     assert status(v.gauge_reached(queue, 5, why="full"), held) is v.Status.PASS
-    assert status(v.gauge_reached(queue, 6, why="full"), held) is v.Status.UNKNOWN
+    assert status(v.gauge_reached(queue, 6, why="full"), held) is v.Status.UNMET
 
 
 def test_prefix_reused_and_conversations_finish():
     h = History()
     for rnd, outcome in enumerate((Outcome.OK, Outcome.CLEAN_ERROR, Outcome.OK)):
         op(h, f"o{rnd}", rnd, rnd + 0.5, outcome, phase="fault", agent="agent0", rnd=min(rnd, 1))
-    h.append(LogEvent(0.2, "decode", "op=o0 event=req rid=r0 state=finished cached_tokens=0"))
+    h.append(LogEvent(0.2, "decode", "", op="o0", fields={"rid": "r0", "state": "finished", "cached_tokens": "0"}))
     premise = v.prefix_reused("decode", phase=Phase.FAULT, why="cold")
-    assert status(premise, h) is v.Status.UNKNOWN
-    h.append(LogEvent(2.2, "decode", "op=o2 event=req rid=r2 state=finished cached_tokens=40"))
+    assert status(premise, h) is v.Status.UNMET
+    h.append(LogEvent(2.2, "decode", "", op="o2", fields={"rid": "r2", "state": "finished", "cached_tokens": "40"}))
     assert status(premise, h) is v.Status.PASS and "up to 40 tokens" in premise(h).message
     assert status(v.conversations_finish(2, phase=Phase.FAULT), h) is v.Status.PASS  # round 1 answered on its retry
     short = v.conversations_finish(3, phase=Phase.FAULT)

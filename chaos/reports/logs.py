@@ -127,9 +127,8 @@ def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
                 rid, wall = parse_router_line(line)
                 if rid is None or rid not in op_ids:
                     continue
-                history.append(
-                    LogEvent((wall or history.started_wall) - history.started_wall, service, f"op={rid} {line}")
-                )
+                t = (wall or history.started_wall) - history.started_wall
+                history.append(LogEvent(t, service, line, op=rid, fields={"request_id": rid}))
                 n += 1
                 continue
             fields = parse_engine_line(line)
@@ -142,6 +141,6 @@ def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
             if op is None:
                 continue
             wall = float(fields.get("ts", history.started_wall))
-            history.append(LogEvent(wall - history.started_wall, service, f"op={op} {line}"))
+            history.append(LogEvent(wall - history.started_wall, service, line, op=op, fields=fields))
             n += 1
     return n

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from chaos.history import History, LogEvent, Outcome
 from chaos.pipeline import BEFORE_ROUTER, HOPS, STATE_HOP, TERMINAL_STATES
-from chaos.reports.logs import parse_engine_line
 
 __all__ = ["StuckRow", "where_stuck"]
 
@@ -30,8 +29,7 @@ class StuckRow:
 def _lines_by_op(history: History) -> dict[str, list[LogEvent]]:
     out: dict[str, list[LogEvent]] = {}
     for ev in history.of(LogEvent):
-        op = ev.line.split(" ", 1)[0].removeprefix("op=")
-        out.setdefault(op, []).append(ev)
+        out.setdefault(ev.op, []).append(ev)
     return out
 
 
@@ -42,7 +40,7 @@ def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, str, float]]:
     for e in evs:
         if e.service == "router":
             continue
-        state = parse_engine_line(e.line.split(" ", 1)[-1]).get("state", "")  # the engine's line after "op=<op> "
+        state = e.fields.get("state", "")
         if state in TERMINAL_STATES:
             hop, _, _ = out.get(e.service, (STATE_HOP.get((e.service, "open"), e.service), "", e.t))
             out[e.service] = (hop, state, e.t)

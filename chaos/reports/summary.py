@@ -33,21 +33,39 @@ def result_of(
     outcome: str,
     duration_s: float,
     known_issue: str = "",
+    known: list[dict[str, Any]] | None = None,
     message: str = "",
     stack: str = "",
 ) -> dict[str, Any]:
+    """One test's result.json: the single record every report, the known-issue marks and
+    the kill matrix read (``chaos.results``). ``verdicts`` holds each judged verdict and
+    premise as data (kind, role, status, params, evidence); ``known`` each known issue the
+    test showed, with the verdicts that show it."""
     counts = Counter(o.outcome.value if o.outcome else "open" for o in history.ops())
     return {
         "test": nodeid,
         "outcome": outcome,
         "duration_s": round(duration_s, 2),
-        "verdicts": [{"name": v.name, "status": v.status, "message": v.message} for v in history.of(VerdictRecord)],
+        "verdicts": [_verdict(v) for v in history.of(VerdictRecord)],
         "requests": dict(counts),
         "faults": _faults(history),
         "known_issue": known_issue,
+        "known": known or [],
         "message": message,
         "seed": history.seed,
         "stack": stack,
+    }
+
+
+def _verdict(v: VerdictRecord) -> dict[str, Any]:
+    return {
+        "kind": v.check,
+        "role": v.role,
+        "name": v.name,
+        "status": v.status,
+        "message": v.message,
+        "params": v.params,
+        "evidence": v.evidence,
     }
 
 
@@ -68,13 +86,13 @@ def write_test_report(folder: Path, history: History, result: dict[str, Any]) ->
         render_timeline(history, folder / "timeline.png", title=f"{result['test']} ({result['outcome']})")
 
 
-FIGURES = ("does_not_grow", "amplification_at_most")  # verdicts whose message is a figure a user asks for
+FIGURES = frozenset({"does_not_grow", "amplification_at_most"})  # verdicts whose evidence is a figure a user asks for
 
 
 def figures(results: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """(test, verdict) for every verdict that reports a figure (a soak's slopes, retry
     amplification), whatever its status."""
-    return [(r["test"], v) for r in results for v in r["verdicts"] if v["name"].startswith(FIGURES)]
+    return [(r["test"], v) for r in results for v in r["verdicts"] if v.get("kind") in FIGURES]
 
 
 def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int, command: str) -> None:
@@ -90,7 +108,11 @@ def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        bad = "; ".join(f"{v['status']}: {v['name']}" for v in r["verdicts"] if v["status"] != "pass")
+        bad = "; ".join(
+            f"{v['status']}: {'premise ' if v.get('role') == 'premise' else ''}{v['name']}"
+            for v in r["verdicts"]
+            if v["status"] != "pass"
+        )
         reqs = ", ".join(f"{k} {n}" for k, n in sorted(r["requests"].items()))
         faults = "; ".join(f["description"] for f in r["faults"])
         lines.append(
@@ -99,15 +121,28 @@ def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int
     found = figures(results)
     if found:
         lines += ["", "## Figures", ""] + [
-            f"- `{test}` {v['name'].split('(')[0]} ({v['status']}): {v['message']}" for test, v in found
+            f"- `{test}` {v['kind']} ({v['status']}): {v['message']}" for test, v in found
         ]
-    issues = [r for r in results if r["known_issue"]]
+    issues = [r for r in results if r["known_issue"] or r.get("known")]
     if issues:
-        lines += ["", "## Known issues (strict xfail)", ""] + [
-            f"- `{r['test']}` ({r['outcome']}): {r['known_issue']}" for r in issues
-        ]
+        lines += ["", "## Known issues (strict xfail)", ""] + [line for r in issues for line in _known(r)]
     lines += _stacks(run_dir / "stacks")
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def _known(result: dict[str, Any]) -> list[str]:
+    """A test's known issues: component, version and behaviour, then the verdict records
+    that showed it this run."""
+    if not result.get("known"):
+        return [f"- `{result['test']}` ({result['outcome']}): {result['known_issue']}"]
+    lines = []
+    for issue in result["known"]:
+        lines.append(
+            f"- `{result['test']}` ({result['outcome']}): **{issue['component']} {issue['version']}**, "
+            f"`{issue['verdict']}`: {issue['behaviour']}"
+        )
+        lines += [f"  - shown by [{v['status'].upper()}] {v['name']}: {v['message']}" for v in issue["evidence"]]
+    return lines
 
 
 def _stacks(folder: Path) -> list[str]:

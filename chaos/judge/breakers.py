@@ -1,0 +1,52 @@
+"""smg's circuit breakers: failures charged only to the engines a fault struck."""
+
+from __future__ import annotations
+
+from chaos.history import History, Sample
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.pipeline import CIRCUIT_FAILURES
+
+__all__ = ["charged_only_where_struck"]
+
+
+def _charges(h: History, worker: str) -> list[tuple[float, float]]:
+    """The failures smg charged to one worker's breaker, sample by sample, read where smg
+    lists the worker's breaker outcomes at all. smg creates a worker's ``failure`` series
+    at its first failure, so a sample listing the worker's outcomes without it reads 0."""
+    listed, failures = CIRCUIT_FAILURES.at(worker), CIRCUIT_FAILURES.at(worker, "failure")
+    return [
+        (s.t, s.values.get(failures.name, 0.0))
+        for s in h.of(Sample)
+        if s.source == listed.source and listed.name in s.values
+    ]
+
+
+@verdict(lambda **_: "charged_only_where_struck")
+def charged_only_where_struck(h: History, workers: dict[str, str]) -> Finding:
+    """smg charges a failure to the breaker of an engine a fault struck (killed, frozen,
+    aborted, one end of a broken link), never to one no fault touched: a healthy worker
+    charged for another's failure, or for a client's error, has its circuit opened for
+    nothing (smg #2565, sglang #31206). ``workers``: engine -> smg's URL for it. A counter
+    that falls (smg restarted) counts what it shows after the fall."""
+    struck = {e for f in h.faults() for e in f.implicates}
+    shown: list[str] = []
+    totals: dict[str, float] = {}
+    for engine, worker in workers.items():
+        series = _charges(h, worker)
+        if len(series) < 2:
+            return unknown(f"smg listed no breaker outcomes of {engine} ({worker}) in two samples")
+        charged = [(t, b - a if b >= a else b) for (_, a), (t, b) in zip(series, series[1:]) if b != a]
+        totals[engine] = sum(n for _, n in charged)
+        if totals[engine] and engine not in struck:
+            ref = h.first_fault_t() or 0.0
+            return failed(
+                f"smg charged {totals[engine]:g} failure(s) to {engine}'s breaker, which no fault struck, first "
+                f"{charged[0][0] - ref:+.2f}s after the fault (struck: {', '.join(sorted(struck)) or 'no engine'})",
+                at=[t for t, _ in charged],
+                charged=totals,
+                unstruck=engine,
+                struck=sorted(struck),
+            )
+        shown.append(f"{engine} {totals[engine]:g}{' (struck)' if engine in struck else ''}")
+    return passed("failures charged: " + ", ".join(shown), charged=totals, struck=sorted(struck))

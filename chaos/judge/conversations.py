@@ -1,0 +1,55 @@
+"""Multi-round conversations: every round answered, and each prompt longer than the last."""
+
+from __future__ import annotations
+
+from chaos.history import Done, History, Outcome, Phase
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.judge.ops import completed, scope
+
+__all__ = ["context_grows", "conversations_finish"]
+
+
+@verdict(lambda rounds, phase, **_: f"conversations_finish({rounds} rounds, {Phase(phase).value})")
+def conversations_finish(h: History, rounds: int, *, phase: Phase) -> Finding:
+    """Every agent of ``phase`` got a successful reply in each of its ``rounds`` rounds
+    (after its retries): no conversation was given up."""
+    done: dict[str, set[int]] = {}
+    for o in scope(h, phase):
+        if o.invoke.agent:
+            done.setdefault(o.invoke.agent, set()).update({o.invoke.round} if o.outcome is Outcome.OK else set())
+    if not done:
+        return unknown(f"no conversation in phase {Phase(phase).value!r}")
+    short = {agent: sorted(set(range(rounds)) - got) for agent, got in done.items() if len(got) < rounds}
+    if short:
+        return failed(
+            "; ".join(f"{agent} has no reply for round(s) {missing}" for agent, missing in sorted(short.items())),
+            unanswered=short,
+        )
+    return passed(f"{len(done)} agent(s), every one of {rounds} rounds answered", agents=len(done))
+
+
+@verdict(lambda **_: "context_grows")
+def context_grows(h: History) -> Finding:
+    """Per agent, each successful round's prompt is longer than the previous one's: no turn
+    was silently dropped."""
+    by_agent: dict[tuple[str, str], list[Done]] = {}
+    for o in completed(h, None):
+        if o.invoke.agent and o.outcome is Outcome.OK:
+            by_agent.setdefault((o.invoke.phase, o.invoke.agent), []).append(o)
+    if not by_agent:
+        return unknown("no conversation in the history")
+    bad, ops = [], []
+    for (phase, agent), done in by_agent.items():
+        done.sort(key=lambda o: o.invoke.round)
+        tokens = [o.complete.prompt_tokens for o in done]
+        counted = [t for t in tokens if t is not None]
+        if len(counted) < len(tokens):
+            return unknown(f"{agent} replies carry no prompt_tokens")
+        for prev, cur, op in zip(counted, counted[1:], done[1:]):
+            if cur <= prev:
+                bad.append(f"{agent} ({phase}) round {op.invoke.round}: prompt_tokens {cur} after {prev}")
+                ops.append(op.invoke.op)
+    if bad:
+        return failed("; ".join(bad[:5]), ops=ops, shrunk=len(bad))
+    return passed(f"{len(by_agent)} conversations, prompts strictly growing", conversations=len(by_agent))

@@ -1,0 +1,47 @@
+"""The requests a verdict judges: scoped to a phase, completed or not, labelled for people."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from chaos.history import Done, History, Op, Phase
+from chaos.judge.model import Finding, failed, passed
+
+__all__ = ["all_within", "completed", "label", "none_completed", "scope"]
+
+
+def label(op: Op) -> str:
+    i = op.invoke
+    who = f" {i.agent} round {i.round}" if i.agent else ""
+    return f"{i.op}{who} ({i.path}, t={i.t:.2f}s)"
+
+
+def scope(history: History, phase: Phase | None) -> list[Op]:
+    return [op for op in history.ops() if phase is None or op.invoke.phase == phase]
+
+
+def completed(history: History, phase: Phase | None) -> list[Done]:
+    """The requests of ``phase`` that completed (however they ended)."""
+    return [Done(o.invoke, o.complete, o.chunks) for o in scope(history, phase) if o.complete is not None]
+
+
+def none_completed(phase: Phase) -> str:
+    return f"no request of phase {Phase(phase).value!r} completed"
+
+
+def all_within(measured: Sequence[tuple[float, Op]], bound_s: float, *, over: str, each: str, shown: str) -> Finding:
+    """Pass when every op's measure (seconds) is within ``bound_s``; else fail naming the
+    first few over it. ``each`` formats one measure, ``shown`` the count and the worst."""
+    beyond = [(d, o) for d, o in measured if d > bound_s]
+    worst = max(d for d, _ in measured)
+    if beyond:
+        ev = "; ".join(f"{label(o)}: {each.format(d)}" for d, o in beyond[:4])
+        return failed(
+            f"{len(beyond)} of {len(measured)} {over}: {ev}",
+            ops=[o.invoke.op for _, o in beyond],
+            over=len(beyond),
+            of=len(measured),
+            worst_s=worst,
+            bound_s=bound_s,
+        )
+    return passed(shown.format(n=len(measured), worst=worst), of=len(measured), worst_s=worst, bound_s=bound_s)

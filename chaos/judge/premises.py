@@ -1,0 +1,124 @@
+"""Premises: what the run must have done for its verdicts to mean anything. The fault met
+requests (some failed, all were open when it struck, all ended as meant), and the load
+filled or queued what it meant to. Unmet, the run tested nothing: a rig outcome, never a
+verdict. Each unmet premise keeps what the run did instead, so that a fault whose effect
+the system hid (every open request "succeeded") reads apart from one the rig fired late:
+when the fault struck, which requests were open then, and how they ended."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.history import Done, History, Outcome, Phase
+from chaos.judge.declare import premise
+from chaos.judge.model import Finding, met, unmet
+from chaos.judge.ops import completed, label, none_completed
+from chaos.pipeline import Metric
+
+__all__ = ["ended_as", "gauge_reached", "open_at_fault", "queued_for", "requests_affected"]
+
+
+def _at_fault(h: History, ops: list[Done]) -> dict[str, Any]:
+    """When the fault struck, and how the requests it met open ended: the evidence that
+    tells a fault the system hid from one that came too late."""
+    struck = h.first_fault_t()
+    open_then = [o for o in ops if struck is not None and o.invoke.t < struck < o.complete.t]
+    return {
+        "fault_at": None if struck is None else round(struck, 3),
+        "open_at_fault": len(open_then),
+        "open_at_fault_ended": sorted({o.outcome.value for o in open_then}),
+    }
+
+
+@premise(lambda phase, **_: f"requests_affected({Phase(phase).value})")
+def requests_affected(h: History, *, phase: Phase, why: str) -> Finding:
+    """Premise: the fault reached at least one request of ``phase`` (one did not succeed).
+    When every request succeeded, the fault landed after they were done, or the system hid
+    it; the evidence says how many were open when it struck."""
+    ops = completed(h, phase)
+    if not ops:
+        return unmet(none_completed(phase))
+    hit = [o for o in ops if o.outcome is not Outcome.OK]
+    if not hit:
+        return unmet(
+            f"all {len(ops)} requests succeeded: the fault came too late for its premise ({why})",
+            ops=[o.invoke.op for o in ops],
+            requests=len(ops),
+            **_at_fault(h, ops),
+        )
+    return met(f"{len(hit)} of {len(ops)} requests met the fault", ops=[o.invoke.op for o in hit], hit=len(hit))
+
+
+@premise(lambda outcome, phase, **_: f"ended_as({Outcome(outcome).value}, {Phase(phase).value})")
+def ended_as(h: History, outcome: Outcome, *, phase: Phase, why: str) -> Finding:
+    """Premise: every request of ``phase`` ended as ``outcome`` (e.g. each abandoned request
+    was still in flight when its client gave up, not refused up front)."""
+    ops = completed(h, phase)
+    if not ops:
+        return unmet(none_completed(phase))
+    other = [o for o in ops if o.outcome is not outcome]
+    if other:
+        ev = "; ".join(f"{label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in other[:3])
+        return unmet(
+            f"{len(other)} of {len(ops)} did not ({why}): {ev}",
+            ops=[o.invoke.op for o in other],
+            ended=sorted({o.outcome.value for o in other}),
+            other=len(other),
+        )
+    return met(f"all {len(ops)} ended {outcome.value}", requests=len(ops))
+
+
+@premise(lambda phase, **_: f"open_at_fault({Phase(phase).value})")
+def open_at_fault(h: History, *, phase: Phase, why: str) -> Finding:
+    """Premise: every request of ``phase`` was sent before the fault began and ended after
+    it: the fault met them open (a SIGTERM that came once they were done tested nothing)."""
+    begun = h.first_fault_t()
+    ops = completed(h, phase)
+    if begun is None or not ops:
+        return unmet("no fault in the history" if begun is None else none_completed(phase))
+    closed = [o for o in ops if not o.invoke.t < begun < o.complete.t]
+    if closed:
+        ev = "; ".join(f"{label(o)} ended at t={o.complete.t:.2f}s" for o in closed[:3])
+        return unmet(
+            f"{len(closed)} of {len(ops)} were not open at the fault (t={begun:.2f}s; {why}): {ev}",
+            ops=[o.invoke.op for o in closed],
+            at=[begun],
+            closed=len(closed),
+            **_at_fault(h, ops),
+        )
+    return met(f"all {len(ops)} open at the fault", at=[begun], requests=len(ops), **_at_fault(h, ops))
+
+
+@premise(lambda gauge, value, **_: f"gauge_reached({gauge[0]}:{gauge[1]} >= {value:g})")
+def gauge_reached(h: History, gauge: Metric, value: float, *, why: str) -> Finding:
+    """Premise: ``gauge`` reached ``value`` in some sample (the load filled what it meant to
+    fill, e.g. the router's admission permits)."""
+    source, metric = gauge
+    series = h.series(source, metric)
+    if not series:
+        return unmet(f"no samples of {source}:{metric}")
+    peak = max(val for _, val in series)
+    if peak < value:
+        return unmet(f"{metric} peaked at {peak:g} ({why})", peak=peak, wanted=value)
+    return met(f"{metric} peaked at {peak:g}", peak=peak, wanted=value)
+
+
+@premise(lambda gauge, at_least_s, **_: f"queued_for({gauge[0]}:{gauge[1]}, {at_least_s:g}s)")
+def queued_for(h: History, gauge: Metric, at_least_s: float, *, why: str) -> Finding:
+    """Premise: ``gauge`` (a queue's length) stayed above 0 for ``at_least_s`` without a
+    break, in consecutive samples: the load really queued there that long."""
+    source, metric = gauge
+    series = h.series(source, metric)
+    if not series:
+        return unmet(f"no samples of {source}:{metric}")
+    longest, begun, peak = 0.0, None, max(val for _, val in series)
+    for t, val in series:
+        if val > 0:
+            begun = t if begun is None else begun
+            longest = max(longest, t - begun)
+        else:
+            begun = None
+    figures: dict[str, Any] = {"held_s": round(longest, 3), "peak": peak, "wanted_s": at_least_s}
+    if longest < at_least_s:
+        return unmet(f"{metric} held above 0 for {longest:.2f}s at most, peak {peak:g} ({why})", **figures)
+    return met(f"{metric} held above 0 for {longest:.2f}s, peak {peak:g}", **figures)

@@ -1,0 +1,68 @@
+"""Recovery: a request after the heal succeeds within the target's bound."""
+
+from __future__ import annotations
+
+from typing import Collection
+
+from chaos.history import History, Outcome
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.judge.ops import completed
+from chaos.sampler import HEALTH
+
+__all__ = ["recovers"]
+
+
+def _label(within_s: float, ready: Collection[str], **_: object) -> str:
+    shown = f" of {', '.join(ready)} ready" if ready else ""
+    return f"recovers(within={within_s:g}s{shown})"
+
+
+@verdict(_label)
+def recovers(h: History, *, within_s: float, ready: Collection[str] = ()) -> Finding:
+    """A request invoked after the last heal succeeds, completing within ``within_s`` of it;
+    with ``ready`` (services whose /health is watched: ``scenario.watch_health``), within
+    ``within_s`` of the first probe after the heal at which the last of them answered 200.
+    That is for an engine the scenario held (frozen) for as long as another one took to
+    restart: back, it first works off what queued for it meanwhile (SGLang's /health
+    generates a token behind all of it: 8.7 s after an 81 s freeze on a slow 2-core machine),
+    work that grows with the hold. How long it took is shown, not judged; the router's part
+    (its health checks, its breakers) is what ``within_s`` bounds. A service watched that
+    never answered 200 after the heal leaves the clock at the heal."""
+    heal = h.last_heal_t()
+    if heal is None:
+        return unknown("no heal in the history")
+    said = {s: h.series(HEALTH, s) for s in ready}
+    unwatched = [s for s, answers in said.items() if not answers]
+    if unwatched:
+        return unknown(f"no answer from {', '.join(unwatched)}'s /health was sampled (scenario.watch_health)")
+    up = {s: next((t for t, val in answers if t >= heal and val == 1.0), None) for s, answers in said.items()}
+    never = [s for s, t in up.items() if t is None]
+    begun, since = heal, "the heal"
+    if never:
+        since = f"the heal ({', '.join(never)} never answered 200 after it)"
+    elif up:
+        begun = max(t for t in up.values() if t is not None)
+        since = f"{', '.join(ready)} answered 200 again ({begun - heal:.2f}s after the heal)"
+    after = [o for o in completed(h, None) if o.invoke.t >= heal]
+    ok = [o for o in after if o.outcome is Outcome.OK]
+    if not after:
+        return unknown("no request was sent after the heal")
+    figures = {"bound_s": within_s, "ready_after_heal_s": round(begun - heal, 3), "never_ready": never}
+    if ok and ok[0].complete.t - begun <= within_s:
+        took = ok[0].complete.t - begun
+        return passed(
+            f"first success {took:.2f}s after {since}",
+            ops=[ok[0].invoke.op],
+            at=[heal, begun],
+            recovered_s=round(took, 3),
+            **figures,
+        )
+    outcomes = ", ".join(f"{o.outcome.value}@+{o.complete.t - begun:.1f}s" for o in after[:6])
+    return failed(
+        f"no success within {within_s:g}s of {since}; after it: {outcomes}",
+        ops=[o.invoke.op for o in after],
+        at=[heal, begun],
+        outcomes=[o.outcome.value for o in after[:8]],
+        **figures,
+    )

@@ -1,0 +1,93 @@
+"""How requests ended: each one did, in time, and cleanly when it failed."""
+
+from __future__ import annotations
+
+from chaos.history import History, Outcome, Phase
+from chaos.judge.clock import Since, start
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.judge.ops import completed, label, scope
+
+__all__ = ["every_request_terminal", "failed_requests_are_clean", "outcomes_in"]
+
+
+@verdict(lambda within_s, **_: f"every_request_terminal(within={within_s:g}s)")
+def every_request_terminal(h: History, *, within_s: float, phase: Phase | None = None) -> Finding:
+    """Every request completed, each within ``within_s`` of its invoke."""
+    ops = scope(h, phase)
+    if not ops:
+        return unknown("no requests in the history")
+    open_ = [o for o in ops if o.complete is None]
+    slow = [o for o in completed(h, phase) if o.latency > within_s]
+    if open_ or slow:
+        ev = [f"{label(o)} never completed" for o in open_[:5]]
+        ev += [f"{label(o)} took {o.latency:.2f}s ({o.outcome.value})" for o in slow[:5]]
+        return failed(
+            f"{len(open_)} open, {len(slow)} over the bound: " + "; ".join(ev),
+            ops=[o.invoke.op for o in [*open_, *slow]],
+            open=len(open_),
+            over=len(slow),
+            bound_s=within_s,
+        )
+    worst = max(o.latency or 0 for o in ops)
+    return passed(f"{len(ops)} requests, slowest {worst:.2f}s", requests=len(ops), slowest_s=worst, bound_s=within_s)
+
+
+def _clean_label(within_s: float | None, since: Since, **_: object) -> str:
+    return "failed_requests_are_clean" + (f"(within={within_s:g}s of {Since(since).value})" if within_s else "")
+
+
+@verdict(_clean_label)
+def failed_requests_are_clean(
+    h: History, *, within_s: float | None = None, since: Since = Since.FAULT, phase: Phase | None = None
+) -> Finding:
+    """Every request that did not succeed failed cleanly (error status or SSE error/abort),
+    and, with ``within_s``, no later than that after ``since`` (or its own invoke, if later)."""
+    since = Since(since)
+    ops = [o for o in completed(h, phase) if o.outcome is not Outcome.OK]
+    unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
+    if unclean:
+        ev = "; ".join(f"{label(o)} ended {o.outcome.value}: {o.complete.error[:120]}" for o in unclean[:5])
+        return failed(
+            f"{len(unclean)} of {len(ops)} failures were not clean: {ev}",
+            ops=[o.invoke.op for o in unclean],
+            unclean=len(unclean),
+            failures=len(ops),
+            outcomes=sorted({o.outcome.value for o in unclean}),
+        )
+    if within_s is not None and ops:
+        begun = start(h, since)
+        if begun is None:
+            return unknown(f"no {since.value} in the history to count {within_s:g}s from")
+        late = [o for o in ops if o.complete.t - max(o.invoke.t, begun) > within_s]
+        if late:
+            ev = "; ".join(f"{label(o)} failed at t={o.complete.t:.2f}s" for o in late[:5])
+            return failed(
+                f"{len(late)} clean failures came later than {within_s:g}s after the {since.value}: {ev}",
+                ops=[o.invoke.op for o in late],
+                at=[begun, *(o.complete.t for o in late)],
+                late=len(late),
+                failures=len(ops),
+                bound_s=within_s,
+            )
+    return passed(f"{len(ops)} failed requests, all clean" if ops else "no request failed", failures=len(ops))
+
+
+@verdict(lambda allowed, **_: f"outcomes_in(ok, {', '.join(sorted(Outcome(o).value for o in allowed))})")
+def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None) -> Finding:
+    """Every request that did not succeed ended in one of ``allowed`` (e.g. a proxy fault
+    may cut streams: truncated is then expected, a hang never is)."""
+    ops = [o for o in completed(h, phase) if o.outcome is not Outcome.OK]
+    bad = [o for o in ops if o.outcome not in allowed]
+    if bad:
+        ev = "; ".join(f"{label(o)} ended {o.outcome.value}" for o in bad[:5])
+        return failed(
+            f"{len(bad)} of {len(ops)} failures outside the allowed outcomes: {ev}",
+            ops=[o.invoke.op for o in bad],
+            outside=len(bad),
+            failures=len(ops),
+        )
+    counts: dict[str, int] = {}
+    for o in ops:
+        counts[o.outcome.value] = counts.get(o.outcome.value, 0) + 1
+    return passed(f"failures: {counts or 'none'}", failures=counts)
