@@ -1,9 +1,11 @@
-"""Verdict bounds derived from the target's configuration, never written into tests."""
+"""Verdict bounds derived from the target's configuration, never written into tests, and
+the clients' deadlines the suites build from them (presets named for what they protect)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from chaos.client import Deadlines
 from chaos.stack import StackInfo
 
 __all__ = ["Bounds", "SCHEDULER_PASS_S"]
@@ -54,6 +56,30 @@ class Bounds:
         """How long an engine may hold a non-streaming request whose client hung up: until
         its next check that the client is there, then as long as an abort."""
         return self.disconnect_poll_s + self.abort_s
+
+    def patient(self, *, stall_s: float | None = None) -> Deadlines:
+        """A client that waits as long as the router does (smg's request timeout, for the
+        first byte and the whole request), and lets a stream pause up to ``stall_s`` (by
+        default that long too): what a scenario uses when the system, not the client, must
+        end every request."""
+        wait = self.router_timeout_s
+        return Deadlines(read_s=wait, stall_s=wait if stall_s is None else stall_s, total_s=wait)
+
+    def through_restart(self, held_s: float = 0.0) -> Deadlines:
+        """A patient client whose stream may pause through an engine's restart (the
+        recovery bound) and ``held_s`` more (what the scenario holds on top: a pinned room)."""
+        return self.patient(stall_s=self.recovery_s + held_s)
+
+    def past_timeout(self, timeout_s: float, *, slacks: int = 1) -> Deadlines:
+        """A patient client whose stream may pause until an engine's own timeout
+        (``timeout_s``: decode's waiting timeout on a stuck transfer) fails the request,
+        with ``slacks`` watchdog slacks on top: it stays until the engine has acted."""
+        return self.patient(stall_s=timeout_s + slacks * self.slack_s)
+
+    def impatient(self, *, read_s: float, total_s: float) -> Deadlines:
+        """A client that hangs up before its reply (``read_s`` for the first byte, ``total_s``
+        in all): the abandoned request is what the scenario judges the engines on."""
+        return Deadlines(read_s=read_s, total_s=total_s)
 
     @classmethod
     def of(cls, info: StackInfo) -> "Bounds":

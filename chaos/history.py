@@ -174,6 +174,7 @@ class VerdictRecord:
     message: str
     check: str = ""
     role: str = "verdict"
+    by: str = "test"
     params: dict[str, Any] = field(default_factory=dict)
     evidence: dict[str, Any] = field(default_factory=dict)
     kind: str = "verdict"

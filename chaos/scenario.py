@@ -17,7 +17,7 @@ that declares no verdict is an error: it could not fail.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Collection, Iterable
 
@@ -63,13 +63,14 @@ class Scenario:
     engine_logs: LogCursor | None = None  # read into the history before premises and verdicts are judged
     checks: list[v.Check] = field(default_factory=list)
 
-    def judge(self, *checks: v.Check) -> None:
-        """Declare verdicts; all of them are judged once the body ends, in order. A premise
-        is not a verdict: ``require`` checks it."""
+    def judge(self, *checks: v.Check, by: str = "test") -> None:
+        """Declare verdicts; all of them are judged once the body ends, in order, and each
+        is reported with who declared it (``by``: the test, or the kit's ``settle``). A
+        premise is not a verdict: ``require`` checks it."""
         premises = [c.name for c in checks if c.role is v.Role.PREMISE]
         if premises:
             raise TypeError(f"judge takes verdicts, not premises: {', '.join(premises)} (scenario.require)")
-        self.checks.extend(checks)
+        self.checks.extend(replace(c, by=by) for c in checks)
 
     def require(self, *premises: v.Check) -> None:
         """Check the run's premise now (the fault landed, requests were in flight): one
@@ -81,22 +82,25 @@ class Scenario:
         """Fault-free conversations whose replies are the reference (``Phase.BASELINE``)."""
         self.workload.conversations(**conversation, phase=Phase.BASELINE).run()
 
-    def settle(self, gauges: Iterable[Metric], *, within_s: float, ready: Collection[str] = ()) -> None:
+    def settle(self, gauges: Iterable[Metric], *, within_s: float, ready: Collection[str] = ()) -> list[v.Check]:
         """After the heal: recovery, then quiet. A fresh request must succeed within the
         target's recovery bound (counted, for ``ready`` services, from when their watched
         /health answered 200 again: ``v.recovers``), every gauge must be back to its baseline
         within ``within_s`` of the moment the system went quiet, and smg must have charged failures
         only to the engines a fault struck; all are judged (``recovers``, ``no_leak``,
         ``charged_only_where_struck``: the circuit breakers' oracle on every fault scenario),
-        and the sampler runs until the leak window is covered (bounded)."""
+        and the sampler runs until the leak window is covered (bounded). Returns those three
+        checks; each is reported as declared by ``settle``."""
         gauges = list(gauges)
-        self.judge(
+        added = [
             v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET),
             v.recovers(within_s=self.bounds.recovery_s, ready=ready),
             v.charged_only_where_struck(self.workers()),
-        )
+        ]
+        self.judge(*added, by="settle")
         self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
         self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
+        return added
 
     def watch_health(self, *services: str) -> None:
         """Probe these services' readiness from now on, as a checker would: an engine's

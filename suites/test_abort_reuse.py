@@ -38,7 +38,7 @@ def test_pages_freed_by_aborts_serve_only_their_new_owner(scenario, workload, fa
     patient = Deadlines(read_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
     scenario.judge(v.replies_match_baseline(), v.outcomes_in(set(), phase=Phase.AFTER))
     workload.background([_patient(workload, i) for i in range(PATIENT)], phase=Phase.BASELINE, deadlines=patient).join()
-    impatient = Deadlines(read_s=bounds.forward_s, total_s=bounds.forward_s + 0.5)  # gone while their KV crosses
+    impatient = bounds.impatient(read_s=bounds.forward_s, total_s=bounds.forward_s + 0.5)  # gone while their KV crosses
     with faults.bandwidth("kv", SLOW_KV_KB_S, stream="upstream"):
         workload.background(
             [workload.chat(f"{i} " + "long " * LONG_PROMPT, max_tokens=4) for i in range(IMPATIENT)],

@@ -13,7 +13,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Outcome, Phase
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
 
@@ -33,7 +32,7 @@ def test_abort_storm_mid_stream(scenario, workload, faults, bounds):
 
 
 def test_clients_give_up_before_the_reply(scenario, workload, faults, bounds):
-    impatient = Deadlines(read_s=0.3, total_s=1.0)
+    impatient = bounds.impatient(read_s=0.3, total_s=1.0)
     # 400 tokens each: no engine answers that within the 0.3 s its client waits (real SGLang on
     # CPU answered 50 in time once, and the premise rightly called the run void)
     bodies = [workload.chat(f"{i} " + "word " * 800, max_tokens=400, ignore_eos=True) for i in range(8)]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 
@@ -29,7 +28,7 @@ LONG_REPLY = 1000  # tokens: still streaming when the abort comes, on every targ
 
 
 def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, faults, bounds):
-    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s, total_s=bounds.router_timeout_s)
+    d = bounds.patient(stall_s=bounds.recovery_s)
     scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))
     theirs = workload.openai_background([f"fable {i}" for i in range(PER_CLIENT)], max_tokens=LONG_REPLY, deadlines=d)
     ours = workload.background(
@@ -46,9 +45,7 @@ def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, fa
 
 @pytest.mark.needs("kv_link")
 def test_streams_failed_by_a_timeout_end_well_formed_for_every_client(scenario, workload, faults, bounds):
-    d = Deadlines(
-        read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + 2 * bounds.slack_s, total_s=bounds.router_timeout_s
-    )
+    d = bounds.past_timeout(bounds.waiting_s, slacks=2)
     scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))
     with faults.blackhole("kv", stream="upstream"):  # no KV arrives: decode's waiting timeout fails each with a 500
         theirs = workload.openai_background([f"myth {i}" for i in range(PER_CLIENT)], max_tokens=8, deadlines=d)

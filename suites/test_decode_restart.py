@@ -24,7 +24,6 @@ import contextlib
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.faults.runner import TRANSFER_CRAWL_KB_S
 from chaos.history import Phase
 from chaos.pipeline import (
@@ -66,9 +65,7 @@ def test_decode_killed_mid_transfer_then_restarted_alone(scenario, workload, fau
         (bounds.inflight_s if watchdog else bounds.bootstrap_s) + bounds.forward_s + bounds.slack_s
     )  # the longest a room may stay once prefill resumes
     # A client waits out the restart (allowed up to recovery_s) and the pinned time.
-    deadlines = Deadlines(
-        connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s + held, total_s=bounds.router_timeout_s
-    )
+    deadlines = bounds.through_restart(held)
     scenario.baseline(**CONVERSATION, deadlines=deadlines)
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
@@ -131,9 +128,7 @@ def test_decode_dies_while_prefill_holds_pending_kv(scenario, workload, faults, 
     freed = bounds.forward_s + bounds.slack_s if link == "crawling" else bounds.abandon_s
     if scenario.has(Capability.INFLIGHT_WATCHDOG):
         freed = max(freed, bounds.inflight_s + bounds.forward_s + bounds.slack_s)
-    deadlines = Deadlines(
-        connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s
-    )
+    deadlines = bounds.patient()
     scenario.baseline(**CONVERSATION_ONE_ROUND, deadlines=deadlines)
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
@@ -172,9 +167,7 @@ def test_decode_restarted_alone_while_prefill_holds_rooms(scenario, workload, fa
     freed = bounds.bootstrap_s + bounds.forward_s + bounds.slack_s  # a room the new decode never asks for
     if scenario.has(Capability.INFLIGHT_WATCHDOG):
         freed = max(freed, bounds.inflight_s + bounds.forward_s + bounds.slack_s)
-    deadlines = Deadlines(
-        connect_s=2, read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s
-    )
+    deadlines = bounds.patient()
     scenario.baseline(agents=4, rounds=1, deadlines=deadlines)
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
@@ -203,12 +196,7 @@ SMG_CHARGES_BOTH = (
 
 @pytest.mark.known_issue("charged_only_where_struck", component="smg", version="1.13.0", behaviour=SMG_CHARGES_BOTH)
 def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, faults, bounds):
-    deadlines = Deadlines(
-        connect_s=2,
-        read_s=bounds.router_timeout_s,
-        stall_s=bounds.waiting_s + bounds.slack_s,
-        total_s=bounds.router_timeout_s,
-    )
+    deadlines = bounds.past_timeout(bounds.waiting_s)
     scenario.baseline(agents=3, rounds=2, deadlines=deadlines)
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),

@@ -18,7 +18,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 
@@ -31,9 +30,7 @@ LONG_REPLY = 300  # tokens: 3 s of decoding on pdsim, so decode has them open wh
 @pytest.mark.smoke
 @pytest.mark.parametrize("service", ["decode", "router"])
 def test_sigterm_drains_the_open_streams(scenario, workload, faults, bounds, service):
-    patient = Deadlines(
-        read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s
-    )
+    patient = bounds.patient()
     scenario.watch_health(service)
     scenario.judge(
         v.outcomes_in(set(), phase=Phase.FAULT),  # each ends with [DONE] and all its tokens

@@ -13,7 +13,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Phase
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_bootstrap")]
@@ -23,7 +22,7 @@ LONG_REPLY = 500  # tokens: at 10 ms a step on pdsim, 5 s of decoding, over two 
 
 
 def test_stalled_bootstrap_link_does_not_stall_running_streams(scenario, workload, faults, bounds):
-    patient = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s, total_s=bounds.router_timeout_s)
+    patient = bounds.patient(stall_s=bounds.recovery_s)
     scenario.judge(
         v.stream_gaps_at_most(
             bounds.slack_s, phase=Phase.FAULT, why="their handshake was done before the link stalled"

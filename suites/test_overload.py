@@ -32,7 +32,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT, Metric
 from chaos.stack import Timeouts
@@ -94,7 +93,7 @@ def _mixed(workload, n: int, *, max_tokens: int, tag: str) -> list[dict]:
 
 def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bounds):
     # a queued stream sends no byte until it leaves decode's queues: its stall bound is the router's
-    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    d = bounds.patient()
     scenario.judge(
         v.outcomes_in(set(), phase=Phase.FAULT),
         v.counter_never_rises(
@@ -122,7 +121,7 @@ def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bo
 
 
 def test_the_router_sheds_beyond_its_limits_at_once_and_serves_the_rest(scenario, workload, faults, bounds):
-    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    d = bounds.patient()
     n = ADMITTED + ROUTER_QUEUE + SHED
     scenario.judge(
         v.served_or_refused(429, phase=Phase.FAULT),
@@ -139,7 +138,7 @@ def test_the_router_sheds_beyond_its_limits_at_once_and_serves_the_rest(scenario
 
 @pytest.mark.needs("process_control")
 def test_prefill_sigterm_drains_the_requests_it_holds(scenario, workload, faults, bounds, history):
-    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    d = bounds.patient()
     scenario.watch_health("prefill")
     scenario.judge(
         v.outcomes_in(set(), phase=Phase.FAULT),  # each held request is served, to [DONE] for a stream

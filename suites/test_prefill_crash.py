@@ -19,7 +19,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.triggers import gauge, quiet
@@ -30,12 +29,6 @@ pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")
 
 LONG = dict(agents=3, rounds=1, words_per_round=500)  # forwards long enough to be killed in
 HEARTBEAT_SLACK_S = 1.0  # the heartbeat must beat the waiting timeout, which is 2 s later
-
-
-def _deadlines(bounds) -> Deadlines:
-    return Deadlines(
-        read_s=bounds.router_timeout_s, stall_s=bounds.waiting_s + bounds.slack_s, total_s=bounds.router_timeout_s
-    )
 
 
 @pytest.mark.needs(
@@ -54,7 +47,9 @@ def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
         ),
     )
     with faults.transfer_window():  # a real engine's KV crawls, so decode waits for it long enough to see
-        convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
+        convo = workload.conversations(
+            **LONG, deadlines=bounds.past_timeout(bounds.waiting_s), phase=Phase.FAULT
+        ).start()
         with faults.kill(
             "prefill",
             when=gauge(*DECODE_TRANSFER_QUEUE) > 0,
@@ -89,7 +84,9 @@ def test_prefill_frozen_then_thawed(scenario, workload, faults, bounds):
     with faults.freeze(
         "prefill", until=quiet([(at_decode.source, at_decode.metric)]), hold_s=bounds.waiting_s + 2 * bounds.slack_s
     ):
-        convo = workload.conversations(**LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).start()
+        convo = workload.conversations(
+            **LONG, deadlines=bounds.past_timeout(bounds.waiting_s), phase=Phase.FAULT
+        ).start()
         faults.wait(at_decode >= LONG["agents"], deadline_s=bounds.recovery_s)
     convo.join()
     scenario.require(
@@ -110,4 +107,4 @@ def test_decode_picks_up_a_restarted_prefill(scenario, workload, faults, bounds)
     # smg saw prefill down (its health checks run every 2 s) and routes to it again once it
     # answers twice: the conversations start once the router serves, within the recovery bound
     workload.probe_until_ok(within_s=bounds.recovery_s)
-    workload.conversations(agents=2, rounds=2, deadlines=_deadlines(bounds), phase=Phase.AFTER).run()
+    workload.conversations(agents=2, rounds=2, deadlines=bounds.past_timeout(bounds.waiting_s), phase=Phase.AFTER).run()

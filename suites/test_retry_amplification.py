@@ -17,7 +17,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 
@@ -27,7 +26,7 @@ REQUESTS = 4
 
 
 def test_a_failing_request_reaches_prefill_at_most_the_retry_budget(scenario, workload, faults, bounds):
-    d = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
+    d = bounds.patient()
     scenario.judge(
         v.amplification_at_most(bounds.router_max_retries, phase=Phase.FAULT),
         v.every_request_terminal(within_s=d.ends_within_s),

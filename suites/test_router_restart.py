@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
 from chaos.history import Outcome, Phase
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.triggers import gauge
@@ -22,7 +21,7 @@ pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")
 
 @pytest.mark.smoke
 def test_router_killed_under_load(scenario, workload, faults, bounds):
-    deadlines = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.slack_s * 2, total_s=bounds.router_timeout_s)
+    deadlines = bounds.patient(stall_s=bounds.slack_s * 2)
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
         v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.CLEAN_ERROR}),

@@ -134,6 +134,8 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
 
     template = results["test_slow_kv_link_during_a_conversation"]
     assert template["outcome"] == "passed", template
+    by_settle = {v["kind"] for v in template["verdicts"] if v["by"] == "settle"}  # the kit's own, named as such
+    assert by_settle == {"no_leak", "recovers", "charged_only_where_struck"}, template["verdicts"]
     assert {v["status"] for v in template["verdicts"]} == {"pass"} and len(template["verdicts"]) == 8, template[
         "verdicts"
     ]

@@ -51,10 +51,13 @@ class Check:
     role: Role = Role.VERDICT
     window: Callable[[History], float | None] | None = field(default=None, repr=False)
     sources: tuple[str, ...] = ()
+    by: str = "test"  # who declared it: the test, or the kit on its behalf ("settle")
 
     def __call__(self, history: History) -> Verdict:
         found = self.judge(history)
-        return Verdict(self.kind, self.name, found.status, found.message, self.params, found.evidence, self.role)
+        return Verdict(
+            self.kind, self.name, found.status, found.message, self.params, found.evidence, self.role, self.by
+        )
 
 
 def verdict(

@@ -26,7 +26,7 @@ def evaluate(history: History, checks: Iterable[Check]) -> list[Verdict]:
         except Exception as exc:  # a verdict that raises knows nothing: unknown, never pass
             status = Status.UNMET if check.role is Role.PREMISE else Status.UNKNOWN
             said = f"raised {type(exc).__name__}: {exc}"
-            out.append(Verdict(check.kind, check.name, status, said, check.params, role=check.role))
+            out.append(Verdict(check.kind, check.name, status, said, check.params, role=check.role, by=check.by))
     return out
 
 
@@ -42,6 +42,7 @@ def record(history: History, verdicts: list[Verdict]) -> list[Verdict]:
                 v.message,
                 check=v.kind,
                 role=v.role.value,
+                by=v.by,
                 params=data["params"],
                 evidence=data["evidence"],
             )

@@ -120,6 +120,7 @@ class Verdict:
     params: dict[str, Any] = field(default_factory=dict)
     evidence: Evidence = Evidence()
     role: Role = Role.VERDICT
+    by: str = "test"  # who declared it: the test, or the kit on its behalf ("settle")
 
     def __str__(self) -> str:
         return f"[{self.status.value.upper()}] {self.name}: {self.message}"
@@ -129,6 +130,7 @@ class Verdict:
             "kind": self.kind,
             "name": self.name,
             "role": self.role.value,
+            "by": self.by,
             "status": self.status.value,
             "message": self.message,
             "params": jsonable(self.params),

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from chaos.history import Done, History, Op, Phase
 from chaos.judge.model import Finding, failed, passed
 
-__all__ = ["all_within", "completed", "label", "none_completed", "scope"]
+__all__ = ["all_within", "completed", "label", "naming", "none_completed", "scope"]
 
 
 def label(op: Op) -> str:
@@ -45,3 +45,21 @@ def all_within(measured: Sequence[tuple[float, Op]], bound_s: float, *, over: st
             bound_s=bound_s,
         )
     return passed(shown.format(n=len(measured), worst=worst), of=len(measured), worst_s=worst, bound_s=bound_s)
+
+
+def naming(
+    bad: Sequence[Done],
+    of: int,
+    what: str,
+    say: Callable[[Done], str],
+    *,
+    shown: int = 5,
+    finding: Callable[..., Finding] = failed,
+    **values: Any,
+) -> Finding:
+    """ "``bad`` of ``of`` requests ``what``", the first ``shown`` of them told by ``say``;
+    their op ids and counts in the evidence (a failure, or with ``finding`` an unmet premise)."""
+    told = "; ".join(say(o) for o in bad[:shown])
+    return finding(
+        f"{len(bad)} of {of} {what}: {told}", ops=[o.invoke.op for o in bad], count=len(bad), of=of, **values
+    )

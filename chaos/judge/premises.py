@@ -12,7 +12,7 @@ from typing import Any
 from chaos.history import Done, History, Outcome, Phase
 from chaos.judge.declare import premise
 from chaos.judge.model import Finding, met, unmet
-from chaos.judge.ops import completed, label, none_completed
+from chaos.judge.ops import completed, label, naming, none_completed
 from chaos.pipeline import Metric
 
 __all__ = ["ended_as", "gauge_reached", "open_at_fault", "queued_for", "requests_affected"]
@@ -58,12 +58,14 @@ def ended_as(h: History, outcome: Outcome, *, phase: Phase, why: str) -> Finding
         return unmet(none_completed(phase))
     other = [o for o in ops if o.outcome is not outcome]
     if other:
-        ev = "; ".join(f"{label(o)} ended {o.outcome.value} {o.complete.error[:80]}" for o in other[:3])
-        return unmet(
-            f"{len(other)} of {len(ops)} did not ({why}): {ev}",
-            ops=[o.invoke.op for o in other],
+        return naming(
+            other,
+            len(ops),
+            f"did not ({why})",
+            lambda o: f"{label(o)} ended {o.outcome.value} {o.complete.error[:80]}",
+            shown=3,
+            finding=unmet,
             ended=sorted({o.outcome.value for o in other}),
-            other=len(other),
         )
     return met(f"all {len(ops)} ended {outcome.value}", requests=len(ops))
 

@@ -6,7 +6,7 @@ from chaos.history import History, Outcome, Phase
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.judge.ops import completed, label, scope
+from chaos.judge.ops import completed, label, naming, scope
 
 __all__ = ["every_request_terminal", "failed_requests_are_clean", "outcomes_in"]
 
@@ -47,12 +47,11 @@ def failed_requests_are_clean(
     ops = [o for o in completed(h, phase) if o.outcome is not Outcome.OK]
     unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
     if unclean:
-        ev = "; ".join(f"{label(o)} ended {o.outcome.value}: {o.complete.error[:120]}" for o in unclean[:5])
-        return failed(
-            f"{len(unclean)} of {len(ops)} failures were not clean: {ev}",
-            ops=[o.invoke.op for o in unclean],
-            unclean=len(unclean),
-            failures=len(ops),
+        return naming(
+            unclean,
+            len(ops),
+            "failures were not clean",
+            lambda o: f"{label(o)} ended {o.outcome.value}: {o.complete.error[:120]}",
             outcomes=sorted({o.outcome.value for o in unclean}),
         )
     if within_s is not None and ops:
@@ -80,12 +79,8 @@ def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None
     ops = [o for o in completed(h, phase) if o.outcome is not Outcome.OK]
     bad = [o for o in ops if o.outcome not in allowed]
     if bad:
-        ev = "; ".join(f"{label(o)} ended {o.outcome.value}" for o in bad[:5])
-        return failed(
-            f"{len(bad)} of {len(ops)} failures outside the allowed outcomes: {ev}",
-            ops=[o.invoke.op for o in bad],
-            outside=len(bad),
-            failures=len(ops),
+        return naming(
+            bad, len(ops), "failures outside the allowed outcomes", lambda o: f"{label(o)} ended {o.outcome.value}"
         )
     counts: dict[str, int] = {}
     for o in ops:

@@ -6,8 +6,8 @@ from typing import Collection
 
 from chaos.history import History, Outcome, Phase
 from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.judge.ops import all_within, completed, label, none_completed
+from chaos.judge.model import Finding, passed, unknown
+from chaos.judge.ops import all_within, completed, label, naming, none_completed
 
 __all__ = ["refused_within", "served_or_refused", "statuses_in"]
 
@@ -26,15 +26,13 @@ def statuses_in(h: History, allowed: Collection[int], *, phase: Phase, why: str)
         return unknown(none_completed(phase))
     bad = [o for o in ops if o.complete.status not in allowed]
     if bad:
-        ev = "; ".join(
-            f"{label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}" for o in bad[:3]
-        )
-        return failed(
-            f"{len(bad)} of {len(ops)} outside {_shown(allowed)}: {ev}",
-            ops=[o.invoke.op for o in bad],
+        return naming(
+            bad,
+            len(ops),
+            f"outside {_shown(allowed)}",
+            lambda o: f"{label(o)} got {o.complete.status} ({o.outcome.value}) {o.complete.error[:100]}",
+            shown=3,
             statuses=sorted({str(o.complete.status) for o in bad}),
-            outside=len(bad),
-            of=len(ops),
         )
     answered = sorted({str(o.complete.status) for o in ops})
     return passed(f"all {len(ops)} answered {', '.join(answered)}", statuses=answered, of=len(ops))
@@ -65,14 +63,12 @@ def served_or_refused(h: History, status: int, *, phase: Phase) -> Finding:
         return unknown(none_completed(phase))
     bad = [o for o in ops if o.outcome is not Outcome.OK and o.complete.status != status]
     if bad:
-        ev = "; ".join(
-            f"{label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}" for o in bad[:3]
-        )
-        return failed(
-            f"{len(bad)} of {len(ops)} neither served nor refused with {status}: {ev}",
-            ops=[o.invoke.op for o in bad],
-            neither=len(bad),
-            of=len(ops),
+        return naming(
+            bad,
+            len(ops),
+            f"neither served nor refused with {status}",
+            lambda o: f"{label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}",
+            shown=3,
         )
     refused = sum(1 for o in ops if o.complete.status == status)
     return passed(

@@ -61,6 +61,7 @@ def _verdict(v: VerdictRecord) -> dict[str, Any]:
     return {
         "kind": v.check,
         "role": v.role,
+        "by": v.by,
         "name": v.name,
         "status": v.status,
         "message": v.message,
