@@ -225,7 +225,8 @@ class Client:
         *,
         agent: str = "",
         round: int = -1,
-        phase: Phase = Phase.NONE,
+        phase: Phase = Phase.DERIVED,
+        workload: str = "",
         hang_up_after: int | None = None,
     ) -> Complete:
         """Send one request, record it, and return how it ended (the history's record).
@@ -234,7 +235,9 @@ class Client:
         op = f"op{next(self._ids)}"
         stream = bool(body.get("stream"))
         context = context_of({k: v for k, v in body.items() if k != "stream"})
-        self.history.append(Invoke(self.history.now(), time.time(), op, path, stream, agent, round, context, phase))
+        self.history.append(
+            Invoke(self.history.now(), time.time(), op, path, stream, agent, round, context, phase, workload)
+        )
         with waiting(f"{op} {path} to end (its client deadline)", self.deadlines.ends_within_s):
             end, first_byte = self._run(op, path, body, stream, hang_up_after)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))

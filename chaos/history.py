@@ -12,7 +12,7 @@ import enum
 import json
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
@@ -50,9 +50,11 @@ class Outcome(enum.Enum):
 
 class Phase(enum.StrEnum):
     """What a request was sent for. Verdicts compare phases (a fault's replies against the
-    baseline's) and scope to them; a closed set, so a misspelt phase fails at the send."""
+    baseline's) and scope to them; a closed set, so a misspelt phase fails at the send.
+    ``DERIVED`` (the default) is stated by nobody: ``History.ops`` gives such a request its
+    workload's phase from the fault events (``chaos.phases``)."""
 
-    NONE = ""
+    DERIVED = ""
     BASELINE = "baseline"  # fault-free: its replies are the reference
     FAULT = "fault"  # sent while a fault is coming, active or healing
     AFTER = "after"  # sent once the fault has healed
@@ -82,7 +84,8 @@ class Invoke:
     agent: str = ""
     round: int = -1
     context: str = ""  # digest of everything sent: equal contexts must give equal replies
-    phase: Phase = Phase.NONE
+    phase: Phase = Phase.DERIVED
+    workload: str = ""  # the workload that sent it, e.g. "conversations#2": its phase is the workload's
     kind: str = "invoke"
 
     def __post_init__(self) -> None:
@@ -276,6 +279,10 @@ class History:
         return (r for r in snapshot if isinstance(r, kind))
 
     def ops(self, *, phase: Phase | None = None) -> list[Op]:
+        """Every request, its invoke carrying its phase: the stated one, or the one derived
+        from the fault events (``chaos.phases``); ``phase`` keeps only those of it."""
+        from chaos.phases import derive  # phases reads this module's records
+
         invokes: dict[str, Invoke] = {}
         completes: dict[str, Complete] = {}
         chunks: dict[str, list[Chunk]] = {}
@@ -286,10 +293,11 @@ class History:
                 completes[r.op] = r
             elif isinstance(r, Chunk):
                 chunks.setdefault(r.op, []).append(r)
+        phases = derive(invokes.values(), completes, self.of(FaultEvent))
         return [
-            Op(i, completes.get(k), tuple(chunks.get(k, ())))
+            Op(replace(i, phase=phases[k]), completes.get(k), tuple(chunks.get(k, ())))
             for k, i in invokes.items()
-            if phase is None or i.phase == phase
+            if phase is None or phases[k] == phase
         ]
 
     def end_t(self) -> float:

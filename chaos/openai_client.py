@@ -54,13 +54,15 @@ class OpenAIClient:
     def close(self) -> None:
         self._client.close()
 
-    def chat(self, text: str, *, max_tokens: int, stream: bool, phase: Phase = Phase.NONE) -> Complete:
+    def chat(
+        self, text: str, *, max_tokens: int, stream: bool, phase: Phase = Phase.DERIVED, workload: str = ""
+    ) -> Complete:
         """One chat completion, greedy and to ``max_tokens`` (SGLang's ``ignore_eos``);
         recorded and returned as its ``Complete``."""
         op = f"oa{next(self._ids)}"
         messages = [{"role": "user", "content": text}]
         context = context_of({"messages": messages, "max_tokens": max_tokens, "client": "openai"})
-        self.history.append(Invoke(self.history.now(), time.time(), op, PATH, stream, "", -1, context, phase))
+        self.history.append(Invoke(self.history.now(), time.time(), op, PATH, stream, "", -1, context, phase, workload))
         end, first_byte = self._run(op, messages, max_tokens, stream)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
 

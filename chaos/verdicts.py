@@ -11,42 +11,42 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 | module | verdicts |
 |---|---|
 | ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in |
-| ``judge.statuses`` | statuses_in, refused_within, served_or_refused |
-| ``judge.streams`` | stream_gaps_at_most |
-| ``judge.conversations`` | conversations_finish, context_grows |
+| ``judge.conversations`` | context_grows |
 | ``judge.replies`` | replies_match_baseline |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
 | ``judge.gauges`` | no_leak |
 | ``judge.recovery`` | recovers |
 | ``judge.breakers`` | charged_only_where_struck |
 | ``judge.health`` | health_tells_truth, not_ready_before_gone |
-| ``judge.logs`` | amplification_at_most; premises requests_retried, prefix_reused |
-| ``judge.soak`` | does_not_grow |
-| ``judge.attribution`` | stuck_before_router |
-| ``judge.premises`` | requests_affected, ended_as, open_at_fault, gauge_reached, queued_for |
+| ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
+| ``judge.premises`` | requests_affected, ended_as, open_at_fault |
+
+A verdict that one scenario alone uses lives next to it, as Jepsen's workloads keep their
+checkers: ``stuck_before_router`` in ``suites/test_proxy_wedge.py``, ``stream_gaps_at_most``
+in ``test_neighbour_stall.py``, ``does_not_grow`` in ``test_soak.py``, ``statuses_in`` in
+``test_circuit_breaker.py``, ``served_or_refused``, ``refused_within`` and the premises
+``gauge_reached``, ``queued_for`` in ``test_overload.py``, ``amplification_at_most`` and
+``requests_retried`` in ``test_retry_amplification.py``, ``conversations_finish`` and
+``prefix_reused`` in ``test_decode_radix_cache.py``.
 """
 
 from __future__ import annotations
 
-from chaos.judge.attribution import stuck_before_router
 from chaos.judge.breakers import charged_only_where_struck
 from chaos.judge.clock import Since
-from chaos.judge.conversations import context_grows, conversations_finish
+from chaos.judge.conversations import context_grows
 from chaos.judge.counters import counter_never_rises, watchdog_fired
 from chaos.judge.declare import Check, Window, premise, verdict
 from chaos.judge.gauges import no_leak
 from chaos.judge.health import health_tells_truth, not_ready_before_gone
 from chaos.judge.judging import evaluate, expect, record, require
 from chaos.judge.known import KnownIssue, KnownIssueSeen, VerdictFailed, raise_unless_passed
-from chaos.judge.logs import amplification_at_most, prefix_reused, receptions, requests_retried
+from chaos.judge.logs import receptions
 from chaos.judge.model import Evidence, Finding, Role, Status, Verdict, failed, met, passed, unknown, unmet
-from chaos.judge.premises import ended_as, gauge_reached, open_at_fault, queued_for, requests_affected
+from chaos.judge.premises import ended_as, open_at_fault, requests_affected
 from chaos.judge.recovery import recovers
 from chaos.judge.replies import replies_match_baseline
 from chaos.judge.requests import every_request_terminal, failed_requests_are_clean, outcomes_in
-from chaos.judge.soak import does_not_grow
-from chaos.judge.statuses import refused_within, served_or_refused, statuses_in
-from chaos.judge.streams import stream_gaps_at_most
 
 __all__ = [
     "Check",
@@ -60,19 +60,15 @@ __all__ = [
     "Verdict",
     "VerdictFailed",
     "Window",
-    "amplification_at_most",
     "charged_only_where_struck",
     "context_grows",
-    "conversations_finish",
     "counter_never_rises",
-    "does_not_grow",
     "ended_as",
     "evaluate",
     "every_request_terminal",
     "expect",
     "failed",
     "failed_requests_are_clean",
-    "gauge_reached",
     "health_tells_truth",
     "met",
     "no_leak",
@@ -80,22 +76,14 @@ __all__ = [
     "open_at_fault",
     "outcomes_in",
     "passed",
-    "prefix_reused",
     "premise",
-    "queued_for",
     "raise_unless_passed",
     "receptions",
     "record",
     "recovers",
-    "refused_within",
     "replies_match_baseline",
     "requests_affected",
-    "requests_retried",
     "require",
-    "served_or_refused",
-    "statuses_in",
-    "stream_gaps_at_most",
-    "stuck_before_router",
     "unknown",
     "unmet",
     "verdict",

@@ -8,12 +8,13 @@ and, each round, sends the whole conversation so far plus new text.
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
@@ -100,7 +101,8 @@ class Conversation:
     retries: int = 0
     retry_wait_s: float = 0.5
     retry_on: frozenset[Outcome] = frozenset({Outcome.CLEAN_ERROR})
-    phase: Phase = Phase.NONE
+    phase: Phase = Phase.DERIVED
+    name: str = ""  # the workload's id in the history ("conversations#1"), given by ``Workload``
     # called with the round's number before each round's request (in the agent's thread):
     # what must happen between two rounds, e.g. an engine's cache flushed or restarted
     before_each: Callable[[int], None] | None = None
@@ -141,7 +143,15 @@ class Conversation:
                     retry=retry_if_result(lambda r: r.outcome in self.retry_on),
                 )
                 try:
-                    reply = retry(client.request, "/v1/chat/completions", body, agent=name, round=rnd, phase=self.phase)
+                    reply = retry(
+                        client.request,
+                        "/v1/chat/completions",
+                        body,
+                        agent=name,
+                        round=rnd,
+                        phase=self.phase,
+                        workload=self.name,
+                    )
                 except RetryError as gave_up:  # retries only on `retry_on` (clean errors by default)
                     reply = gave_up.last_attempt.result()
                 out.append(reply)
@@ -155,16 +165,22 @@ class Conversation:
 
 @dataclass
 class Workload:
-    """The ``workload`` fixture: requests and conversations against the target's client URL."""
+    """The ``workload`` fixture: requests and conversations against the target's client URL.
+    Each call is one workload with its own id in the history; an unstated phase is the
+    workload's, derived from the fault events (``chaos.phases``)."""
 
     base_url: str
     history: History
     seed: int
     model: str
     deadlines: Deadlines = field(default_factory=Deadlines)
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1), init=False, repr=False)
+
+    def _name(self, shape: str) -> str:
+        return f"{shape}#{next(self._ids)}"
 
     def conversations(self, *, agents: int, rounds: int, deadlines: Deadlines | None = None, **kw: Any) -> Conversation:
-        return Conversation(self, agents, rounds, deadlines or self.deadlines, **kw)
+        return Conversation(self, agents, rounds, deadlines or self.deadlines, name=self._name("conversations"), **kw)
 
     def chat(self, messages: str | list[dict[str, str]], *, max_tokens: int, **extra: Any) -> dict[str, Any]:
         """A chat-completions body for the target's model, decoded greedily (temperature 0):
@@ -179,14 +195,17 @@ class Workload:
         path: str,
         body: dict[str, Any],
         *,
-        phase: Phase = Phase.NONE,
+        phase: Phase = Phase.DERIVED,
         deadlines: Deadlines | None = None,
         hang_up_after: int | None = None,
+        workload: str = "",
     ) -> Complete:
-        """One request on a fresh connection."""
+        """One request on a fresh connection (a workload of its own unless ``workload`` names one)."""
         client = Client(self.base_url, self.history, deadlines or self.deadlines)
         try:
-            return client.request(path, body, phase=phase, hang_up_after=hang_up_after)
+            return client.request(
+                path, body, phase=phase, workload=workload or self._name("request"), hang_up_after=hang_up_after
+            )
         finally:
             client.close()
 
@@ -195,7 +214,7 @@ class Workload:
         bodies: list[dict[str, Any]],
         *,
         path: str = "/v1/chat/completions",
-        phase: Phase = Phase.FAULT,
+        phase: Phase = Phase.DERIVED,
         deadlines: Deadlines | None = None,
         hang_up_after: int | None = None,
         interval_s: float = 0.0,
@@ -204,8 +223,10 @@ class Workload:
         in the background: requests in flight while a fault happens. ``join()`` waits for
         them, bounded by their deadlines."""
         d = deadlines or self.deadlines
+        name = self._name("background")
         sends: list[Callable[[], Complete]] = [
-            partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after) for body in bodies
+            partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after, workload=name)
+            for body in bodies
         ]
         return InFlight.start(sends, d, interval_s=interval_s)
 
@@ -215,7 +236,7 @@ class Workload:
         *,
         max_tokens: int,
         stream: bool = True,
-        phase: Phase = Phase.FAULT,
+        phase: Phase = Phase.DERIVED,
         deadlines: Deadlines | None = None,
     ) -> "InFlight":
         """Like ``background``, through the official ``openai`` client (``chaos.openai_client``),
@@ -223,18 +244,19 @@ class Workload:
         from chaos.openai_client import OpenAIClient  # the openai package is only needed here
 
         d = deadlines or self.deadlines
+        name = self._name("openai_background")
 
         def send(text: str) -> Complete:
             client = OpenAIClient(self.base_url, self.history, d, model=self.model)
             try:
-                return client.chat(text, max_tokens=max_tokens, stream=stream, phase=phase)
+                return client.chat(text, max_tokens=max_tokens, stream=stream, phase=phase, workload=name)
             finally:
                 client.close()
 
         return InFlight.start([partial(send, text) for text in texts], d)
 
     def abort_storm(
-        self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: Phase = Phase.FAULT
+        self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: Phase = Phase.DERIVED
     ) -> list[Complete]:
         """``n`` streams at once, each hung up by its client after ``after_events`` events."""
         bodies = [self.chat(f"a long story {i}", max_tokens=max_tokens, ignore_eos=True, stream=True) for i in range(n)]

@@ -37,7 +37,7 @@ def _patient(workload, i: int) -> dict:
 def test_pages_freed_by_aborts_serve_only_their_new_owner(scenario, workload, faults, bounds):
     patient = Deadlines(read_s=bounds.router_timeout_s, total_s=bounds.router_timeout_s)
     scenario.judge(v.replies_match_baseline(), v.outcomes_in(set(), phase=Phase.AFTER))
-    workload.background([_patient(workload, i) for i in range(PATIENT)], phase=Phase.BASELINE, deadlines=patient).join()
+    workload.background([_patient(workload, i) for i in range(PATIENT)], deadlines=patient).join()
     impatient = bounds.impatient(read_s=bounds.forward_s, total_s=bounds.forward_s + 0.5)  # gone while their KV crosses
     with faults.bandwidth("kv", SLOW_KV_KB_S, stream="upstream"):
         workload.background(

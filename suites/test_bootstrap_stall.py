@@ -14,7 +14,6 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.client import Deadlines
-from chaos.history import Phase
 from chaos.pipeline import ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("control_link")]
@@ -39,7 +38,7 @@ def test_handshake_blackholed(scenario, workload, faults, bounds):
         ),
     )
     with faults.blackhole("control", stream="upstream"):
-        workload.conversations(agents=3, rounds=1, deadlines=deadlines, phase=Phase.FAULT).run()
+        workload.conversations(agents=3, rounds=1, deadlines=deadlines).run()
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
@@ -53,4 +52,4 @@ def test_handshake_slowed_is_not_stuck(scenario, workload, faults, bounds):
         v.replies_match_baseline(),
     )
     with faults.latency("control", 400, stream="upstream"):  # well under the bootstrap timeout
-        workload.conversations(agents=2, rounds=2, phase=Phase.FAULT).run()
+        workload.conversations(agents=2, rounds=2).run()

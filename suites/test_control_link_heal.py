@@ -40,5 +40,5 @@ def test_decode_serves_again_once_its_link_to_prefill_heals(scenario, workload, 
     lost = scenario.logs("decode", LOST)
     with faults.blackhole("bootstrap", stream="upstream"):
         faults.wait(lost, deadline_s=declared_lost_within_s)  # the premise: decode gave the prefill up
-    workload.conversations(**CONVERSATION, phase=Phase.AFTER).run()
+    workload.conversations(**CONVERSATION).run()
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -24,12 +24,56 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Outcome, Phase
+from chaos.history import History, Outcome, Phase
+from chaos.judge.declare import premise, verdict
+from chaos.judge.logs import log_lines
+from chaos.judge.model import Finding, failed, passed, unknown, unmet
+from chaos.judge.ops import completed, scope
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
 CONVERSATION = {"agents": 1, "rounds": 5, "max_tokens": 16, "words_per_round": 30}
 RESTART_BEFORE = 3  # decode restarts before this round: rounds 1-2 and 4 are served from its cache
+
+
+@premise(lambda service, phase, **_: f"prefix_reused({service}, {Phase(phase).value})")
+def prefix_reused(h: History, service: str, *, phase: Phase, why: str) -> Finding:
+    """Premise: ``service`` served at least one request of ``phase`` from a cached prefix:
+    its finish line for the request reports ``cached_tokens`` above 0 (SGLang's ``Finish:``
+    meta_info, pdsim's finished line). On decode that count includes prefill's own cache
+    hits (SGLang 0.5.23 seeds it with them), so a scenario proving decode's reuse flushes
+    prefill's cache first."""
+    ops = {o.invoke.op for o in completed(h, phase)}
+    reused: dict[str, int] = {}
+    for ev in log_lines(h, service, ops):
+        if (n := int(ev.fields.get("cached_tokens") or 0)) > 0:
+            reused[ev.op] = max(reused.get(ev.op, 0), n)
+    if not reused:
+        return unmet(f"no log line of {service} shows a cached prefix for the {len(ops)} requests ({why})")
+    return passed(
+        f"{len(reused)} of {len(ops)} requests served from a cached prefix, up to {max(reused.values())} tokens",
+        ops=list(reused),
+        cached_tokens=reused,
+    )
+
+
+@verdict(lambda rounds, phase, **_: f"conversations_finish({rounds} rounds, {Phase(phase).value})")
+def conversations_finish(h: History, rounds: int, *, phase: Phase) -> Finding:
+    """Every agent of ``phase`` got a successful reply in each of its ``rounds`` rounds
+    (after its retries): no conversation was given up."""
+    done: dict[str, set[int]] = {}
+    for o in scope(h, phase):
+        if o.invoke.agent:
+            done.setdefault(o.invoke.agent, set()).update({o.invoke.round} if o.outcome is Outcome.OK else set())
+    if not done:
+        return unknown(f"no conversation in phase {Phase(phase).value!r}")
+    short = {agent: sorted(set(range(rounds)) - got) for agent, got in done.items() if len(got) < rounds}
+    if short:
+        return failed(
+            "; ".join(f"{agent} has no reply for round(s) {missing}" for agent, missing in sorted(short.items())),
+            unanswered=short,
+        )
+    return passed(f"{len(done)} agent(s), every one of {rounds} rounds answered", agents=len(done))
 
 
 @pytest.fixture(scope="module")
@@ -60,12 +104,12 @@ def test_replies_from_the_decode_cache_equal_their_reference_across_a_decode_res
 
     scenario.judge(
         v.replies_match_baseline(),
-        v.conversations_finish(CONVERSATION["rounds"], phase=Phase.FAULT),
+        conversations_finish(CONVERSATION["rounds"], phase=Phase.FAULT),
         v.outcomes_in(
             {Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR}, phase=Phase.FAULT
         ),  # attempts retried after the restart
     )
     # the first round after the restart may meet smg before it has found decode again
-    workload.conversations(**CONVERSATION, phase=Phase.FAULT, before_each=decode_cache_only,
+    workload.conversations(**CONVERSATION, before_each=decode_cache_only,
                            retries=int(bounds.recovery_s), retry_wait_s=1.0, retry_on=frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR})).run()  # fmt: skip
-    scenario.require(v.prefix_reused("decode", phase=Phase.FAULT, why="decode's radix cache served no prefix"))
+    scenario.require(prefix_reused("decode", phase=Phase.FAULT, why="decode's radix cache served no prefix"))

@@ -25,7 +25,6 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.faults.runner import TRANSFER_CRAWL_KB_S
-from chaos.history import Phase
 from chaos.pipeline import (
     CIRCUIT_TRANSITIONS,
     DECODE_TRANSFER_QUEUE,
@@ -92,9 +91,7 @@ def test_decode_killed_mid_transfer_then_restarted_alone(scenario, workload, fau
     # the bounds count from the thaw.
     with contextlib.ExitStack() as prefill_held:
         with faults.transfer_window():
-            convo = workload.conversations(
-                **CONVERSATION, **retries(bounds), deadlines=deadlines, phase=Phase.FAULT
-            ).start()
+            convo = workload.conversations(**CONVERSATION, **retries(bounds), deadlines=deadlines).start()
             prefill_held.callback(convo.join)
             prefill_held.enter_context(
                 faults.freeze("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) >= CONVERSATION["agents"])
@@ -143,9 +140,7 @@ def test_decode_dies_while_prefill_holds_pending_kv(scenario, workload, faults, 
         faults.bandwidth("kv", TRANSFER_CRAWL_KB_S, stream="upstream") if link == "crawling" else faults.partition("kv")
     )
     with stall:  # the KV stays pending for seconds
-        convo = workload.conversations(
-            **CONVERSATION_ONE_ROUND, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)
-        ).start()
+        convo = workload.conversations(**CONVERSATION_ONE_ROUND, deadlines=deadlines, **retries(bounds)).start()
         with faults.kill("decode", when=gauge(*PREFILL_INFLIGHT_QUEUE) >= CONVERSATION_ONE_ROUND["agents"]):
             pass  # leaving the block restarts decode alone
     convo.join()
@@ -177,9 +172,7 @@ def test_decode_restarted_alone_while_prefill_holds_rooms(scenario, workload, fa
     scenario.watch_health("prefill")
 
     with faults.freeze("prefill"):
-        convo = workload.conversations(
-            agents=4, rounds=1, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)
-        ).start()
+        convo = workload.conversations(agents=4, rounds=1, deadlines=deadlines, **retries(bounds)).start()
         faults.wait(scenario.requests_at("decode") >= 4, deadline_s=bounds.recovery_s)
         with faults.kill("decode"):
             pass  # leaving the block restarts decode alone; then prefill is thawed
@@ -205,9 +198,7 @@ def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, 
     )
 
     with faults.kill("decode"):  # no traffic: an idle kill
-        convo = workload.conversations(
-            agents=3, rounds=2, deadlines=deadlines, phase=Phase.FAULT, **retries(bounds)
-        ).start()
+        convo = workload.conversations(agents=3, rounds=2, deadlines=deadlines, **retries(bounds)).start()
         faults.wait(gauge("router", "smg_router_request_errors_total") > 0, deadline_s=bounds.recovery_s)
     convo.join()  # decode is back: retried rounds must now succeed
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.abort_s)
@@ -228,5 +219,5 @@ def test_decode_outage_leaves_the_prefill_circuit_closed(scenario, sampler, work
     )
     with faults.kill("decode"):
         for _ in range(4):  # smg tries each one several times against the dead decode
-            workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2), phase=Phase.FAULT)
+            workload.request("/v1/chat/completions", workload.chat("hi", max_tokens=2))
     sampler.wait_for_sample(1.0)

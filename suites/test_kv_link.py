@@ -43,7 +43,7 @@ def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
         v.replies_match_baseline(),
     )
     with faults.latency("kv", 300, stream="upstream"), faults.bandwidth("kv", 2000, stream="upstream"):
-        workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).run()
+        workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds)).run()
 
 
 @pytest.mark.smoke
@@ -72,7 +72,7 @@ def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bound
         else faults.bandwidth("kv", 1, stream="upstream")
     )
     with fault:
-        workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds), phase=Phase.FAULT).run()
+        workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds)).run()
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
@@ -81,5 +81,5 @@ def test_kv_link_down_fails_both_legs_at_once(scenario, workload, faults, bounds
     which would otherwise hold the slot until its waiting timeout."""
     scenario.judge(v.failed_requests_are_clean(within_s=bounds.abort_s))
     with faults.down("kv"):
-        workload.conversations(agents=3, rounds=1, deadlines=_deadlines(bounds), phase=Phase.FAULT).run()
+        workload.conversations(agents=3, rounds=1, deadlines=_deadlines(bounds)).run()
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -53,9 +53,7 @@ def test_keepalive_connections_reset_between_rounds(scenario, history, workload,
         v.recovers(within_s=bounds.recovery_s),
     )
     retry_cut = frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED})
-    convo = workload.conversations(
-        **TALK, deadlines=_deadlines(bounds), retries=6, retry_on=retry_cut, phase=Phase.FAULT
-    ).start()
+    convo = workload.conversations(**TALK, deadlines=_deadlines(bounds), retries=6, retry_on=retry_cut).start()
     with faults.down("client_router", when=requests_done(history, 6, phase=Phase.FAULT)):
         pass  # every keep-alive connection is closed under the agents, mid-conversation
     convo.join()
@@ -66,5 +64,5 @@ def test_latency_during_rounds(scenario, workload, faults, bounds):
     scenario.baseline(**TALK)
     scenario.judge(*_talk_holds(bounds, failures=set()))
     with faults.latency("client_router", 300):
-        workload.conversations(**TALK, deadlines=_deadlines(bounds), phase=Phase.FAULT).run()
+        workload.conversations(**TALK, deadlines=_deadlines(bounds)).run()
     workload.probe_until_ok(within_s=bounds.recovery_s)

@@ -29,10 +29,15 @@ for longer than the waiting timeout; the burst filled smg's admission permits.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Phase
+from chaos.history import History, Outcome, Phase
+from chaos.judge.declare import premise, verdict
+from chaos.judge.model import Finding, met, passed, unknown, unmet
+from chaos.judge.ops import all_within, completed, label, naming, none_completed
 from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT, Metric
 from chaos.stack import Timeouts
 from chaos.triggers import gauge, requests_sent
@@ -57,6 +62,79 @@ ADMISSION = Metric("router", "smg_admission_inflight")  # smg's admission permit
 # A refusal at the door: far under smg's queue timeout (60 s), the next way a request could be
 # turned away, with room for 34 clients connecting at once on 2 busy cores (0.83 s seen on SGLang)
 DOOR_S = 3.0
+
+
+@verdict(lambda status, phase, **_: f"served_or_refused({status}, {Phase(phase).value})")
+def served_or_refused(h: History, status: int, *, phase: Phase) -> Finding:
+    """Every request of ``phase`` either succeeded or was refused with ``status``: load
+    shedding turns the excess away and serves the rest whole, it fails nothing else."""
+    ops = completed(h, phase)
+    if not ops:
+        return unknown(none_completed(phase))
+    bad = [o for o in ops if o.outcome is not Outcome.OK and o.complete.status != status]
+    if bad:
+        return naming(
+            bad,
+            len(ops),
+            f"neither served nor refused with {status}",
+            lambda o: f"{label(o)} got {o.complete.status} and ended {o.outcome.value} {o.complete.error[:100]}",
+            shown=3,
+        )
+    refused = sum(1 for o in ops if o.complete.status == status)
+    return passed(
+        f"{len(ops) - refused} served, {refused} refused with {status}", served=len(ops) - refused, refused=refused
+    )
+
+
+@verdict(lambda status, within_s, phase, **_: f"refused_within({status}, {within_s:g}s, {Phase(phase).value})")
+def refused_within(h: History, status: int, within_s: float, *, phase: Phase) -> Finding:
+    """Every request of ``phase`` answered ``status`` got that answer within ``within_s`` of
+    its send: a refusal is shed at the door, not after the request waited for a timeout."""
+    refused = [(o.complete.t - o.invoke.t, o) for o in completed(h, phase) if o.complete.status == status]
+    if not refused:
+        return unknown(f"no request of phase {Phase(phase).value!r} was answered {status}")
+    return all_within(
+        refused,
+        within_s,
+        over="refusals came late",
+        each="after {:.2f}s",
+        shown="{n} refusals, the slowest in {worst:.2f}s",
+    )
+
+
+@premise(lambda gauge, value, **_: f"gauge_reached({gauge[0]}:{gauge[1]} >= {value:g})")
+def gauge_reached(h: History, gauge: Metric, value: float, *, why: str) -> Finding:
+    """Premise: ``gauge`` reached ``value`` in some sample (the load filled what it meant to
+    fill, e.g. the router's admission permits)."""
+    source, metric = gauge
+    series = h.series(source, metric)
+    if not series:
+        return unmet(f"no samples of {source}:{metric}")
+    peak = max(val for _, val in series)
+    if peak < value:
+        return unmet(f"{metric} peaked at {peak:g} ({why})", peak=peak, wanted=value)
+    return met(f"{metric} peaked at {peak:g}", peak=peak, wanted=value)
+
+
+@premise(lambda gauge, at_least_s, **_: f"queued_for({gauge[0]}:{gauge[1]}, {at_least_s:g}s)")
+def queued_for(h: History, gauge: Metric, at_least_s: float, *, why: str) -> Finding:
+    """Premise: ``gauge`` (a queue's length) stayed above 0 for ``at_least_s`` without a
+    break, in consecutive samples: the load really queued there that long."""
+    source, metric = gauge
+    series = h.series(source, metric)
+    if not series:
+        return unmet(f"no samples of {source}:{metric}")
+    longest, begun, peak = 0.0, None, max(val for _, val in series)
+    for t, val in series:
+        if val > 0:
+            begun = t if begun is None else begun
+            longest = max(longest, t - begun)
+        else:
+            begun = None
+    figures: dict[str, Any] = {"held_s": round(longest, 3), "peak": peak, "wanted_s": at_least_s}
+    if longest < at_least_s:
+        return unmet(f"{metric} held above 0 for {longest:.2f}s at most, peak {peak:g} ({why})", **figures)
+    return met(f"{metric} held above 0 for {longest:.2f}s, peak {peak:g}", **figures)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +189,7 @@ def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bo
             _mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S
         ).join()
     scenario.require(
-        v.queued_for(
+        queued_for(
             DECODE_PREALLOC,
             bounds.waiting_s + bounds.slack_s,
             why="the load never queued in prealloc longer than the waiting timeout",
@@ -124,15 +202,15 @@ def test_the_router_sheds_beyond_its_limits_at_once_and_serves_the_rest(scenario
     d = bounds.patient()
     n = ADMITTED + ROUTER_QUEUE + SHED
     scenario.judge(
-        v.served_or_refused(429, phase=Phase.FAULT),
-        v.refused_within(429, DOOR_S, phase=Phase.FAULT),
+        served_or_refused(429, phase=Phase.FAULT),
+        refused_within(429, DOOR_S, phase=Phase.FAULT),
         v.failed_requests_are_clean(),
     )
     with faults.by_clients(f"burst: {n} requests at once against smg's {ADMITTED} admitted and {ROUTER_QUEUE} queued"):
         workload.background(
             _mixed(workload, n, max_tokens=150, tag="burst"), deadlines=d
         ).join()  # long enough that no permit frees during the burst
-    scenario.require(v.gauge_reached(ADMISSION, ADMITTED, why="the burst never filled smg's admission"))
+    scenario.require(gauge_reached(ADMISSION, ADMITTED, why="the burst never filled smg's admission"))
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 

@@ -47,9 +47,7 @@ def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
         ),
     )
     with faults.transfer_window():  # a real engine's KV crawls, so decode waits for it long enough to see
-        convo = workload.conversations(
-            **LONG, deadlines=bounds.past_timeout(bounds.waiting_s), phase=Phase.FAULT
-        ).start()
+        convo = workload.conversations(**LONG, deadlines=bounds.past_timeout(bounds.waiting_s)).start()
         with faults.kill(
             "prefill",
             when=gauge(*DECODE_TRANSFER_QUEUE) > 0,
@@ -84,9 +82,7 @@ def test_prefill_frozen_then_thawed(scenario, workload, faults, bounds):
     with faults.freeze(
         "prefill", until=quiet([(at_decode.source, at_decode.metric)]), hold_s=bounds.waiting_s + 2 * bounds.slack_s
     ):
-        convo = workload.conversations(
-            **LONG, deadlines=bounds.past_timeout(bounds.waiting_s), phase=Phase.FAULT
-        ).start()
+        convo = workload.conversations(**LONG, deadlines=bounds.past_timeout(bounds.waiting_s)).start()
         faults.wait(at_decode >= LONG["agents"], deadline_s=bounds.recovery_s)
     convo.join()
     scenario.require(
@@ -107,4 +103,4 @@ def test_decode_picks_up_a_restarted_prefill(scenario, workload, faults, bounds)
     # smg saw prefill down (its health checks run every 2 s) and routes to it again once it
     # answers twice: the conversations start once the router serves, within the recovery bound
     workload.probe_until_ok(within_s=bounds.recovery_s)
-    workload.conversations(agents=2, rounds=2, deadlines=bounds.past_timeout(bounds.waiting_s), phase=Phase.AFTER).run()
+    workload.conversations(agents=2, rounds=2, deadlines=bounds.past_timeout(bounds.waiting_s)).run()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Outcome, Phase
+from chaos.history import Outcome
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.triggers import gauge
 
@@ -27,7 +27,7 @@ def test_router_killed_under_load(scenario, workload, faults, bounds):
         v.outcomes_in({Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.CLEAN_ERROR}),
     )
     convo = workload.conversations(
-        agents=4, rounds=3, words_per_round=200, max_tokens=60, deadlines=deadlines, retries=8, phase=Phase.FAULT
+        agents=4, rounds=3, words_per_round=200, max_tokens=60, deadlines=deadlines, retries=8
     ).start()
     with faults.kill("router", when=gauge(*ROUTER_INFLIGHT[0]) > 0):
         pass  # leaving the block restarts smg and waits for its readiness

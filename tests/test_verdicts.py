@@ -29,6 +29,13 @@ from chaos.pipeline import Metric
 from chaos.reports.logs import parse_engine_line
 from chaos.sampler import HEALTH
 from chaos.tools import REPO_ROOT
+from suites.test_circuit_breaker import statuses_in
+from suites.test_decode_radix_cache import conversations_finish, prefix_reused
+from suites.test_neighbour_stall import stream_gaps_at_most
+from suites.test_overload import gauge_reached, queued_for, refused_within, served_or_refused
+from suites.test_proxy_wedge import stuck_before_router
+from suites.test_retry_amplification import amplification_at_most, requests_retried
+from suites.test_soak import does_not_grow
 
 
 def op(
@@ -410,7 +417,7 @@ def test_outcomes_in():
 
 
 def test_stuck_before_router():
-    check = v.stuck_before_router(router_counter="reqs")
+    check = stuck_before_router(router_counter="reqs")
     before, after = History(), History()
     for h, inside in ((before, 10), (after, 12)):
         fault(h, 1.0, 3.0)
@@ -475,7 +482,7 @@ def test_statuses_in():
     for h, status_code in ((refused, 400), (charged, 500)):
         h.append(Invoke(0.0, 0.0, "a", "/v1/chat/completions", False, phase=Phase.FAULT))
         h.append(Complete(0.5, 0.0, "a", Outcome.CLEAN_ERROR, status_code, "too long"))
-    check = v.statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error")
+    check = statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error")
     assert status(check, refused) is v.Status.PASS
     assert status(check, charged) is v.Status.FAIL and "got 500" in check(charged).message
     assert status(check, History()) is v.Status.UNKNOWN
@@ -487,7 +494,7 @@ def test_stream_gaps_at_most():
         op(h, "s", 0.0, 5.0, phase="fault")
         for t in (1.0, 1.1, 1.1 + gap, 1.2 + gap):
             h.append(Chunk(t, "s", 10))
-    check = v.stream_gaps_at_most(1.5, phase=Phase.FAULT, why="test")
+    check = stream_gaps_at_most(1.5, phase=Phase.FAULT, why="test")
     assert status(check, flowing) is v.Status.PASS
     assert status(check, stalled) is v.Status.FAIL and "3.00s without a chunk" in check(stalled).message
     assert status(check, History()) is v.Status.UNKNOWN
@@ -578,7 +585,7 @@ def _soak(points: list[tuple[float, float]], metric: str = "open_fds:decode") ->
 
 def test_does_not_grow():
     fds = Limit(Metric("procs", "open_fds:decode"), 8, unit=" fds")
-    check = v.does_not_grow([fds])
+    check = does_not_grow([fds])
     flat = _soak([(t, 14.0 + (t % 2)) for t in range(0, 40, 2)])  # noise, no trend
     leaking = _soak([(t, 14.0 + t) for t in range(0, 40, 2)])  # one descriptor a second
     short = _soak([(0, 14.0), (2, 14.0)])
@@ -593,13 +600,13 @@ def test_growth_leaves_out_the_warm_up_and_allows_a_share_of_the_first_value():
         "rss_bytes:router",
     )
     rss = Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.05)
-    assert status(v.does_not_grow([rss]), warming) is v.Status.PASS  # the first quarter is warm-up
+    assert status(does_not_grow([rss]), warming) is v.Status.PASS  # the first quarter is warm-up
     growing = _soak(
         [(t, 200.0 + 2 * t) for t in range(0, 16, 2)], "rss_bytes:router"
     )  # +20 over the window: 10% of 200
-    assert status(v.does_not_grow([rss]), growing) is v.Status.FAIL
+    assert status(does_not_grow([rss]), growing) is v.Status.FAIL
     assert (
-        status(v.does_not_grow([Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.2)]), growing) is v.Status.PASS
+        status(does_not_grow([Limit(Metric("procs", "rss_bytes:router"), 0, relative=0.2)]), growing) is v.Status.PASS
     )
 
 
@@ -618,18 +625,18 @@ def test_amplification_at_most():
     _received(within, "b", "r4")
     _received(over, "a", *(f"r{i}" for i in range(7)))
     _received(unseen, "a", "d1", service="decode")
-    check = v.amplification_at_most(5, phase=Phase.FAULT)
+    check = amplification_at_most(5, phase=Phase.FAULT)
     assert (
         status(check, within) is v.Status.PASS
         and "amplification 2.00 mean, 3 worst over 2 requests (budget 5)" in check(within).message
     )
     assert status(check, over) is v.Status.FAIL and "a x7" in check(over).message
     assert status(check, unseen) is v.Status.UNKNOWN
-    assert status(v.requests_retried(phase=Phase.FAULT, why="x"), within) is v.Status.PASS
+    assert status(requests_retried(phase=Phase.FAULT, why="x"), within) is v.Status.PASS
     once = History()
     op(once, "a", 0, 1.0, phase="fault")
     _received(once, "a", "r1")
-    assert status(v.requests_retried(phase=Phase.FAULT, why="x"), once) is v.Status.UNMET
+    assert status(requests_retried(phase=Phase.FAULT, why="x"), once) is v.Status.UNMET
 
 
 def test_a_reading_that_caught_something_in_passing_is_no_growth():
@@ -640,7 +647,7 @@ def test_a_reading_that_caught_something_in_passing_is_no_growth():
     for t, value in enumerate([0, 0, 0, 0, 142, 0, 0, 0, 1131, 0, 0, 429]):
         spiky.append(Sample(float(t), "decode", {"num_used_tokens": float(value)}))
         spiky.append(TriggerFired(t + 0.1, CHECKPOINT, "quiet"))
-    assert status(v.does_not_grow([tokens]), spiky) is v.Status.PASS
+    assert status(does_not_grow([tokens]), spiky) is v.Status.PASS
 
 
 def _answered(h: History, name: str, t0: float, t1: float, code: int, outcome: Outcome) -> None:
@@ -655,11 +662,11 @@ def test_served_or_refused_and_refused_within():
     _answered(shed, "b", 0.0, 0.1, 429, Outcome.CLEAN_ERROR)
     _answered(failed, "b", 0.0, 0.1, 503, Outcome.CLEAN_ERROR)
     _answered(late, "b", 0.0, 9.0, 429, Outcome.CLEAN_ERROR)
-    served = v.served_or_refused(429, phase=Phase.FAULT)
+    served = served_or_refused(429, phase=Phase.FAULT)
     assert status(served, shed) is v.Status.PASS and "1 served, 1 refused" in served(shed).message
     assert status(served, failed) is v.Status.FAIL and "got 503" in served(failed).message
     assert status(served, History()) is v.Status.UNKNOWN
-    prompt = v.refused_within(429, 3.0, phase=Phase.FAULT)
+    prompt = refused_within(429, 3.0, phase=Phase.FAULT)
     assert status(prompt, shed) is v.Status.PASS
     assert status(prompt, late) is v.Status.FAIL and "after 9.00s" in prompt(late).message
     assert status(prompt, failed) is v.Status.UNKNOWN  # nothing was refused with 429: nothing to judge
@@ -672,12 +679,12 @@ def test_queued_for_and_gauge_reached():
     series(
         broken, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 0), (4.0, 5), (6.5, 0)]
     )  # single samples, a break between
-    check = v.queued_for(queue, 4.5, why="no overload")
+    check = queued_for(queue, 4.5, why="no overload")
     assert status(check, held) is v.Status.PASS and "5.00s" in check(held).message
     assert status(check, broken) is v.Status.UNMET and "0.00s at most" in check(broken).message
     assert status(check, History()) is v.Status.UNMET
-    assert status(v.gauge_reached(queue, 5, why="full"), held) is v.Status.PASS
-    assert status(v.gauge_reached(queue, 6, why="full"), held) is v.Status.UNMET
+    assert status(gauge_reached(queue, 5, why="full"), held) is v.Status.PASS
+    assert status(gauge_reached(queue, 6, why="full"), held) is v.Status.UNMET
 
 
 def test_prefix_reused_and_conversations_finish():
@@ -685,12 +692,12 @@ def test_prefix_reused_and_conversations_finish():
     for rnd, outcome in enumerate((Outcome.OK, Outcome.CLEAN_ERROR, Outcome.OK)):
         op(h, f"o{rnd}", rnd, rnd + 0.5, outcome, phase="fault", agent="agent0", rnd=min(rnd, 1))
     h.append(LogEvent(0.2, "decode", "", op="o0", fields={"rid": "r0", "state": "finished", "cached_tokens": "0"}))
-    premise = v.prefix_reused("decode", phase=Phase.FAULT, why="cold")
+    premise = prefix_reused("decode", phase=Phase.FAULT, why="cold")
     assert status(premise, h) is v.Status.UNMET
     h.append(LogEvent(2.2, "decode", "", op="o2", fields={"rid": "r2", "state": "finished", "cached_tokens": "40"}))
     assert status(premise, h) is v.Status.PASS and "up to 40 tokens" in premise(h).message
-    assert status(v.conversations_finish(2, phase=Phase.FAULT), h) is v.Status.PASS  # round 1 answered on its retry
-    short = v.conversations_finish(3, phase=Phase.FAULT)
+    assert status(conversations_finish(2, phase=Phase.FAULT), h) is v.Status.PASS  # round 1 answered on its retry
+    short = conversations_finish(3, phase=Phase.FAULT)
     assert status(short, h) is v.Status.FAIL and "round(s) [2]" in short(h).message
     assert status(short, History()) is v.Status.UNKNOWN
 

@@ -1,32 +1,13 @@
-"""Multi-round conversations: every round answered, and each prompt longer than the last."""
+"""Multi-round conversations: each prompt longer than the last."""
 
 from __future__ import annotations
 
-from chaos.history import Done, History, Outcome, Phase
+from chaos.history import Done, History, Outcome
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.judge.ops import completed, scope
+from chaos.judge.ops import completed
 
-__all__ = ["context_grows", "conversations_finish"]
-
-
-@verdict(lambda rounds, phase, **_: f"conversations_finish({rounds} rounds, {Phase(phase).value})")
-def conversations_finish(h: History, rounds: int, *, phase: Phase) -> Finding:
-    """Every agent of ``phase`` got a successful reply in each of its ``rounds`` rounds
-    (after its retries): no conversation was given up."""
-    done: dict[str, set[int]] = {}
-    for o in scope(h, phase):
-        if o.invoke.agent:
-            done.setdefault(o.invoke.agent, set()).update({o.invoke.round} if o.outcome is Outcome.OK else set())
-    if not done:
-        return unknown(f"no conversation in phase {Phase(phase).value!r}")
-    short = {agent: sorted(set(range(rounds)) - got) for agent, got in done.items() if len(got) < rounds}
-    if short:
-        return failed(
-            "; ".join(f"{agent} has no reply for round(s) {missing}" for agent, missing in sorted(short.items())),
-            unanswered=short,
-        )
-    return passed(f"{len(done)} agent(s), every one of {rounds} rounds answered", agents=len(done))
+__all__ = ["context_grows"]
 
 
 @verdict(lambda **_: "context_grows")

@@ -1,6 +1,5 @@
 """Premises: what the run must have done for its verdicts to mean anything. The fault met
-requests (some failed, all were open when it struck, all ended as meant), and the load
-filled or queued what it meant to. Unmet, the run tested nothing: a rig outcome, never a
+requests (some failed, all were open when it struck, all ended as meant). Unmet, the run tested nothing: a rig outcome, never a
 verdict. Each unmet premise keeps what the run did instead, so that a fault whose effect
 the system hid (every open request "succeeded") reads apart from one the rig fired late:
 when the fault struck, which requests were open then, and how they ended."""
@@ -13,9 +12,8 @@ from chaos.history import Done, History, Outcome, Phase
 from chaos.judge.declare import premise
 from chaos.judge.model import Finding, met, unmet
 from chaos.judge.ops import completed, label, naming, none_completed
-from chaos.pipeline import Metric
 
-__all__ = ["ended_as", "gauge_reached", "open_at_fault", "queued_for", "requests_affected"]
+__all__ = ["ended_as", "open_at_fault", "requests_affected"]
 
 
 def _at_fault(h: History, ops: list[Done]) -> dict[str, Any]:
@@ -89,38 +87,3 @@ def open_at_fault(h: History, *, phase: Phase, why: str) -> Finding:
             **_at_fault(h, ops),
         )
     return met(f"all {len(ops)} open at the fault", at=[begun], requests=len(ops), **_at_fault(h, ops))
-
-
-@premise(lambda gauge, value, **_: f"gauge_reached({gauge[0]}:{gauge[1]} >= {value:g})")
-def gauge_reached(h: History, gauge: Metric, value: float, *, why: str) -> Finding:
-    """Premise: ``gauge`` reached ``value`` in some sample (the load filled what it meant to
-    fill, e.g. the router's admission permits)."""
-    source, metric = gauge
-    series = h.series(source, metric)
-    if not series:
-        return unmet(f"no samples of {source}:{metric}")
-    peak = max(val for _, val in series)
-    if peak < value:
-        return unmet(f"{metric} peaked at {peak:g} ({why})", peak=peak, wanted=value)
-    return met(f"{metric} peaked at {peak:g}", peak=peak, wanted=value)
-
-
-@premise(lambda gauge, at_least_s, **_: f"queued_for({gauge[0]}:{gauge[1]}, {at_least_s:g}s)")
-def queued_for(h: History, gauge: Metric, at_least_s: float, *, why: str) -> Finding:
-    """Premise: ``gauge`` (a queue's length) stayed above 0 for ``at_least_s`` without a
-    break, in consecutive samples: the load really queued there that long."""
-    source, metric = gauge
-    series = h.series(source, metric)
-    if not series:
-        return unmet(f"no samples of {source}:{metric}")
-    longest, begun, peak = 0.0, None, max(val for _, val in series)
-    for t, val in series:
-        if val > 0:
-            begun = t if begun is None else begun
-            longest = max(longest, t - begun)
-        else:
-            begun = None
-    figures: dict[str, Any] = {"held_s": round(longest, 3), "peak": peak, "wanted_s": at_least_s}
-    if longest < at_least_s:
-        return unmet(f"{metric} held above 0 for {longest:.2f}s at most, peak {peak:g} ({why})", **figures)
-    return met(f"{metric} held above 0 for {longest:.2f}s, peak {peak:g}", **figures)
