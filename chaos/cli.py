@@ -16,6 +16,7 @@ from pathlib import Path
 
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
+from chaos.explore import command as explore_command
 from chaos.faults.held import link_command
 from chaos.ports import BASES, ephemeral_overlap
 from chaos.stack import STACK_PORTS, StackConfig
@@ -115,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"first port of the ranges the runs use (default {BASES['mutants']})",
     )
     mut.add_argument("--suites", default="suites", help="what pytest runs (default: suites)")
+    explore_command.add_parser(sub)
     con = sub.add_parser(
         "conform",
         help="start pdsim and a real-SGLang target side by side, send both the same probes, diff what they show",
@@ -391,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
             return _doctor(args)
         elif args.command == "mutants":
             return _mutants(args)
+        elif args.command == "explore":
+            return explore_command.run(args)
         elif args.command == "conform":
             return _conform(args)
         elif args.command == "gpu-check":

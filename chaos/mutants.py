@@ -28,8 +28,8 @@ from typing import Any
 from chaos.errors import ConfigError
 from chaos.judge.model import Role, Status
 from chaos.ports import RUN_STRIDE
+from chaos.pytest_run import TIMED_OUT, run_pytest
 from chaos.results import JudgedVerdict, TestResult, load_results
-from chaos.tools import REPO_ROOT
 
 __all__ = [
     "KILLERS",
@@ -178,35 +178,20 @@ def _run_one(
     kills; with one, only a failure of its verdict does."""
     log = out_dir / f"{defect}.log"
     reports = out_dir / "reports" / defect
-    args = [
-        sys.executable,
-        "-m",
-        "pytest",
-        suites,
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        f"--port-base={port_base}",
-        f"--reports-dir={reports}",
-    ]
-    if defect != "clean":
-        args.append("--stop-at-verdict")  # not -x: a rig error must not end the run before a verdict could kill
+    # not -x: a rig error must not end the run before a verdict could kill
+    args = [] if defect == "clean" else ["--stop-at-verdict"]
     env = {**os.environ, "PDSIM_DEFECTS": "" if defect == "clean" else defect}
     t0 = time.monotonic()
-    with open(log, "w") as fh:
-        try:
-            rc = subprocess.run(
-                [*args, *extra_args], cwd=REPO_ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s
-            ).returncode
-        except subprocess.TimeoutExpired:
-            rc = -1
+    rc = run_pytest(
+        [suites], port_base=port_base, reports=reports, log=log, env=env, args=[*args, *extra_args], timeout_s=timeout_s
+    )
     seconds = time.monotonic() - t0
     run = read_run(load_results(reports))
     rig_error = run.why_not
     if not rig_error and rc != 0 and not run.verdict_failures:
         rig_error = (
             f"rig error: run exceeded {timeout_s:g}s"
-            if rc == -1
+            if rc == TIMED_OUT
             else f"rig error: pytest exited {rc} and no result names a failed verdict (see the log)"
         )
     # the clean run fails on anything; a defect is killed only by a failed verdict (its own)

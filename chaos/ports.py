@@ -29,6 +29,7 @@ BASES = {
     "pytest": 22000,  # pytest --port-base
     "conform": 24000,  # pdchaos conform: pdsim here, the real engine 100 above
     "mutants": 25000,  # pdchaos mutants: one RUN_STRIDE per concurrent run
+    "explore": 28000,  # pdchaos explore: one run at a time
 }
 
 

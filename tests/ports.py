@@ -9,6 +9,7 @@ import pytest
 from chaos.ports import RUN_STRIDE
 
 OFFSETS = {
+    "explore": 2000,  # one pytest process at a time, one stack each
     "stack_cli": 3000,
     "interrupt": 4000,
     "parallel": 5000,  # a serial run, then one with -n 2: two RUN_STRIDEs

@@ -1,0 +1,60 @@
+"""``pdchaos explore``: its options and what it prints. Exit status: 0 when every episode
+was judged and nothing new failed, 1 when an invariant failed that no known issue explains
+(a find), 2 when nothing was found but some episode could not be judged (a rig error)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from chaos.explore.run import Budget, Explorer, explore
+from chaos.ports import BASES, ephemeral_overlap
+from chaos.targets.registry import TARGETS, TargetChoice
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "explore", help="seeded random fault schedules judged by universal invariants; finds shrunk to reproducers"
+    )
+    p.add_argument("--target", choices=TARGETS, default="embedded", help="where to explore (default embedded)")
+    p.add_argument("--seed", type=int, default=1, help="the schedules' seed: the same seed draws the same episodes")
+    p.add_argument("--budget", default="10m", help="a time (90s, 10m, 1h) or a number of episodes (default 10m)")
+    p.add_argument("--shrink-budget", default="5m", help="time to shrink each find (default 5m)")
+    p.add_argument("--reruns", type=int, default=5, help="runs of each reproducer to measure its rate (default 5)")
+    p.add_argument("--max-steps", type=int, default=3, help="steps of a drawn schedule at most (default 3)")
+    p.add_argument("--defects", default="", help="pdsim defects to plant (PDSIM_DEFECTS), to test explore itself")
+    p.add_argument("--out", type=Path, help="report folder (default reports/explore-<time>)")
+    p.add_argument("--port-base", type=int, default=BASES["explore"], help=f"first port (default {BASES['explore']})")
+
+
+def run(args: argparse.Namespace) -> int:
+    if warning := ephemeral_overlap(args.port_base):
+        print(f"pdchaos: warning: {warning}")
+    shrink_s = Budget.parse(args.shrink_budget).seconds
+    out = (args.out or Path("reports") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    explorer = Explorer(
+        target=args.target,
+        seed=args.seed,
+        out=out,
+        caps=TargetChoice(args.target).capabilities(),
+        port_base=args.port_base,
+        env={**os.environ, "PDSIM_DEFECTS": args.defects},
+    )
+    print(f"explore: target {args.target}, seed {args.seed}, budget {args.budget}, report in {out}", flush=True)
+    episodes, finds = explore(
+        explorer,
+        Budget.parse(args.budget),
+        shrink_budget_s=shrink_s if shrink_s is not None else 300.0,
+        reruns=args.reruns,
+        max_steps=args.max_steps,
+        say=lambda line: print(line, flush=True),
+    )
+    print((out / "explore.md").read_text())
+    if finds:
+        return 1
+    return 2 if any(ep.state == "rig error" for ep in episodes) else 0

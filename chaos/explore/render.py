@@ -1,0 +1,112 @@
+"""A schedule as a scenario file in the style of the README's template: what explore runs is
+this file, so the reproducer it leaves is exactly what failed. ``pytest <file> --target T``
+runs it again."""
+
+from __future__ import annotations
+
+import textwrap
+
+from chaos.explore.schedule import Load, Schedule, Strike
+
+__all__ = ["render", "function_name"]
+
+_TRIGGERS = {
+    "now": "",
+    "at_prefill": ', when=scenario.requests_at("prefill") >= 1',
+    "at_decode": ', when=scenario.requests_at("decode") >= 1',
+}
+
+
+def function_name(schedule: Schedule) -> str:
+    return f"test_{schedule.name()}"
+
+
+def _texts(schedule: Schedule, k: int, load: Load) -> str:
+    """The load's bodies, the same in its baseline and its run: equal contexts, equal replies."""
+    stream = load.shape != "requests"
+    return (
+        f'[workload.chat(f"{schedule.name()} load{k} #{{i}}: " + "river " * {load.words}, '
+        f"max_tokens={load.max_tokens}, ignore_eos=True, stream={stream}) for i in range({load.count})]"
+    )
+
+
+def _send(schedule: Schedule, k: int, load: Load, *, faulted: bool) -> str:
+    """The call that starts load ``k`` in the background. A load no fault meets states
+    ``Phase.AFTER``: before any fault the history would take it for a baseline, and its
+    replies are to be held against the baseline, not to be one."""
+    phase = "" if faulted else ", phase=Phase.AFTER"
+    if load.shape == "conversation":
+        return (
+            f"workload.conversations(agents={load.count}, rounds={load.rounds}, words_per_round={load.words}, "
+            f"max_tokens={load.max_tokens}, deadlines=d{phase}).start()"
+        )
+    if load.shape == "unservable":  # over every model's context: refused, never served
+        return f'workload.background([workload.chat("word " * 70_000, max_tokens=2)], deadlines=d{phase})'
+    interval = ", interval_s=0.05" if load.shape == "burst" else ""
+    return f"workload.background({_texts(schedule, k, load)}, deadlines=d{interval}{phase})"
+
+
+def _baseline(schedule: Schedule, k: int, load: Load) -> str | None:
+    """The fault-free reference of load ``k``, sent before any fault (``Phase.BASELINE``)."""
+    if load.shape == "conversation":
+        return (
+            f"scenario.baseline(agents={load.count}, rounds={load.rounds}, words_per_round={load.words}, "
+            f"max_tokens={load.max_tokens}, deadlines=d)"
+        )
+    if load.shape in ("streams", "requests"):
+        return f"workload.background({_texts(schedule, k, load)}, deadlines=d).join()"
+    return None
+
+
+def _fault(strike: Strike) -> str:
+    when = _TRIGGERS[strike.trigger]
+    a, w = strike.action, strike.where
+    if a == "terminate":
+        return f'faults.terminate("{w}", drain_s=bounds.router_timeout_s{when})'
+    if a == "latency":
+        return f'faults.latency("{w}", {strike.amount}{when})'
+    if a == "bandwidth":
+        return f'faults.bandwidth("{w}", {strike.amount}{when})'
+    return f'faults.{a}("{w}"{when})'
+
+
+def render(schedule: Schedule, *, note: str = "") -> str:
+    """The scenario file of ``schedule``: its baselines, then each step's load started and
+    its fault fired while the load runs (healed once the load has ended), then the
+    universal invariants judged (``chaos.explore.invariants``)."""
+    steps = schedule.steps
+    baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
+    faults = any(s.strike for s in steps)
+    body = ["d = deadlines(bounds)"]
+    body.append(
+        "judge_universal(scenario, d, "
+        f"baseline={bool(baselines)}, "
+        f"conversations={any(s.load.shape == 'conversation' and s.load.rounds > 1 for s in steps)})"
+    )
+    body += baselines
+    for k, step in enumerate(steps, 1):
+        body.append(f"load{k} = {_send(schedule, k, step.load, faulted=step.strike is not None)}")
+        if step.strike:
+            body.append(f"with {_fault(step.strike)}:")
+            body.append(f"    load{k}.join()")
+        else:
+            body.append(f"load{k}.join()")
+    if faults:
+        body.append("settle_universal(scenario, bounds)")
+    doc = f"pd-chaos explore: seed {schedule.seed}, episode {schedule.episode}, target {schedule.target}."
+    if note:
+        doc += "\n\n" + textwrap.fill(note, 92)
+    doc += f"\n\nRun it again: pytest <this file> --target {schedule.target}"
+    return (
+        f'"""{doc}\n"""\n\n'
+        "import pytest\n\n"
+        "from chaos.explore.invariants import deadlines, judge_universal, settle_universal\n"
+        "from chaos.history import Phase\n\n"
+        f"SCHEDULE = {schedule.as_json()!r}  # the data explore drew: chaos.explore.schedule.Schedule.from_json\n\n\n"
+        '@pytest.fixture(scope="module")\n'
+        "def seed() -> int:\n"
+        f"    return {schedule.seed}  # the workload's texts and conversations, as explore sent them\n\n\n"
+        f"def {function_name(schedule)}(scenario, workload, faults, bounds):\n"
+        + textwrap.indent("\n".join(body), "    ")
+        + "\n"
+    )

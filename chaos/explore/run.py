@@ -1,0 +1,269 @@
+"""Exploring: episode after episode of seeded schedules until the budget is spent; each
+failed invariant that no known issue explains is a find, shrunk to a reproducer and re-run
+to measure how often it reproduces.
+
+Each episode is its schedule's scenario file (``chaos.explore.render``) run by its own
+pytest process on a fresh stack, so that one episode's damage never judges the next, and
+what explore ran is the file it leaves. Results are read from ``result.json``
+(``chaos.results``): failures are compared as data (``Signature``), never as text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Collection
+
+from chaos.errors import ConfigError
+from chaos.explore.known import Known, known_for
+from chaos.explore.render import function_name, render
+from chaos.explore.schedule import Schedule, generate
+from chaos.explore.shrink import shrink
+from chaos.judge.model import Status
+from chaos.pytest_run import TIMED_OUT, run_pytest
+from chaos.results import JudgedVerdict, TestResult, load_results
+from chaos.targets.base import Capability
+
+__all__ = ["Budget", "Episode", "Explorer", "Find", "Signature", "explore"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to explore: ``seconds`` of wall time, or ``episodes`` episodes."""
+
+    seconds: float | None = None
+    episodes: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Budget:
+        """``10m``, ``90s``, ``1h``: a time; a bare number: episodes."""
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([smh]?)", text.strip())
+        if not m:
+            raise ConfigError(f"budget {text!r}: a time (90s, 10m, 1h) or a number of episodes")
+        n, unit = float(m[1]), m[2]
+        if not unit:
+            return cls(episodes=int(n))
+        return cls(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
+
+    def left(self, started: float, episodes: int, now: float) -> bool:
+        if self.episodes is not None:
+            return episodes < self.episodes
+        return now - started < (self.seconds or 0)
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A failure as data: the invariant and the kind of its evidence (the names of the
+    values it measured, and those of its values that are categories: outcomes, statuses).
+    Two runs fail "the same way" when they share a signature."""
+
+    kind: str
+    keys: tuple[str, ...]
+    categories: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, v: JudgedVerdict) -> Signature:
+        values = v.evidence.values
+        cats = sorted(
+            (k, json.dumps(val, sort_keys=True))
+            for k, val in values.items()
+            if isinstance(val, str) or (isinstance(val, list) and all(isinstance(x, str) for x in val))
+        )
+        return cls(v.kind, tuple(sorted(values)), tuple(cats))
+
+    def __str__(self) -> str:
+        cats = ", ".join(f"{k}={val}" for k, val in self.categories)
+        return self.kind + (f" [{cats}]" if cats else "")
+
+
+@dataclass
+class Episode:
+    """One schedule run and judged. ``state``: passed, found (an invariant failed and no
+    known issue explains it), known (only known issues failed), inconclusive (a verdict
+    could not say), rig error (the rig broke: a trigger, a fault, the stack)."""
+
+    schedule: Schedule
+    state: str
+    file: Path
+    seconds: float
+    findings: list[JudgedVerdict] = field(default_factory=list)
+    known: list[tuple[JudgedVerdict, Known]] = field(default_factory=list)
+    why: str = ""
+
+    def signatures(self) -> set[Signature]:
+        return {Signature.of(v) for v in self.findings}
+
+
+@dataclass
+class Find:
+    episode: Episode
+    signature: Signature
+    reproducer: Path
+    shrunk: Schedule
+    candidates: int
+    reproduced: int
+    reruns: int
+
+
+def classify(
+    schedule: Schedule, result: TestResult | None, caps: Collection[Capability], *, rc: int
+) -> tuple[str, list[JudgedVerdict], list[tuple[JudgedVerdict, Known]], str]:
+    """An episode's state from its result: a rig error stays one whatever its verdicts say."""
+    if result is None:
+        return "rig error", [], [], "timed out" if rc == TIMED_OUT else f"no result (pytest exited {rc})"
+    if result.outcome == "passed":
+        return "passed", [], [], ""
+    if result.outcome != "failed":
+        return "rig error", [], [], (result.message.splitlines() or [result.outcome])[0][:300]
+    failed = result.judged(Status.FAIL)
+    known = [(v, k) for v in failed if (k := known_for(schedule, v, caps))]
+    found = [v for v in failed if all(v is not kv for kv, _ in known)]
+    if found:
+        return "found", found, known, str(found[0])
+    if known:
+        return "known", [], known, f"{known[0][0].kind}: {known[0][1].component} {known[0][1].version}"
+    unsure = result.judged(Status.UNKNOWN)
+    return "inconclusive", [], [], str(unsure[0]) if unsure else result.message[:300]
+
+
+@dataclass
+class Explorer:
+    """Runs schedules on ``target``, one pytest process each, under ``out``."""
+
+    target: str
+    seed: int
+    out: Path
+    caps: frozenset[Capability]
+    port_base: int
+    env: dict[str, str]
+    args: list[str] = field(default_factory=list)  # more for pytest (an attached stack's file)
+    timeout_s: float = 600.0
+
+    def run(self, schedule: Schedule, *, folder: str, note: str = "", tag: str = "") -> Episode:
+        where = self.out / folder
+        where.mkdir(parents=True, exist_ok=True)
+        name = schedule.name() + tag
+        file = where / f"test_{name}.py"
+        file.write_text(render(schedule, note=note))
+        reports = where / "reports" / name
+        t0 = time.monotonic()
+        rc = run_pytest(
+            [file],
+            port_base=self.port_base,
+            reports=reports,
+            log=where / f"{name}.log",
+            env=self.env,
+            args=["--target", self.target, "--seed", str(self.seed), *self.args],
+            timeout_s=self.timeout_s,
+        )
+        mine = [r for r in load_results(reports) if r.test.endswith("::" + function_name(schedule))]
+        state, found, known, why = classify(schedule, mine[0] if mine else None, self.caps, rc=rc)
+        return Episode(schedule, state, file, round(time.monotonic() - t0, 1), found, known, why)
+
+
+def _reproducer(explorer: Explorer, find: Find) -> Path:
+    """The shrunk schedule as a scenario file with what it shows, next to the run's summary."""
+    note = (
+        f"Found by explore: the invariant {find.signature} failed ({find.episode.why[:300]}). Shrunk from "
+        f"{len(find.episode.schedule.steps)} step(s) to {len(find.shrunk.steps)} in {find.candidates} runs; it failed "
+        f"the same way in {find.reproduced} of {find.reruns} reruns."
+    )
+    path = explorer.out / "reproducers" / f"test_{find.shrunk.name()}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(find.shrunk, note=note))
+    return path
+
+
+def explore(
+    explorer: Explorer,
+    budget: Budget,
+    *,
+    shrink_budget_s: float,
+    reruns: int = 5,
+    max_steps: int = 3,
+    say: Callable[[str], None] = print,
+) -> tuple[list[Episode], list[Find]]:
+    """Episodes of ``explorer.seed`` until ``budget`` is spent; each find shrunk (within
+    ``shrink_budget_s``), written as a reproducer and re-run ``reruns`` times."""
+    started = time.monotonic()
+    episodes: list[Episode] = []
+    finds: list[Find] = []
+    seen: set[Signature] = set()
+    while budget.left(started, len(episodes), time.monotonic()):
+        schedule = generate(explorer.seed, len(episodes), explorer.target, explorer.caps, max_steps=max_steps)
+        ep = explorer.run(schedule, folder="episodes")
+        episodes.append(ep)
+        say(f"episode {schedule.episode}: {ep.state} in {ep.seconds:.0f} s {ep.why[:120]}")
+        new = [s for s in sorted(ep.signatures(), key=str) if s not in seen]
+        if ep.state != "found" or not new:
+            continue
+        target = new[0]
+        seen.add(target)
+
+        def still_fails(candidate: Schedule) -> bool:
+            return target in explorer.run(candidate, folder="shrinking").signatures()
+
+        small, tried = shrink(schedule, still_fails, budget_s=shrink_budget_s)
+        again = sum(target in explorer.run(small, folder="reruns", tag=f"_r{i}").signatures() for i in range(reruns))
+        find = Find(ep, target, Path(), small, tried, again, reruns)
+        find.reproducer = _reproducer(explorer, find)
+        finds.append(find)
+        say(f"found {target}: reproducer {find.reproducer} ({again} of {reruns} reruns fail the same way)")
+    _write_summary(explorer, episodes, finds)
+    return episodes, finds
+
+
+def _write_summary(explorer: Explorer, episodes: list[Episode], finds: list[Find]) -> None:
+    counts: dict[str, int] = {}
+    for ep in episodes:
+        counts[ep.state] = counts.get(ep.state, 0) + 1
+    data: dict[str, Any] = {
+        "target": explorer.target,
+        "seed": explorer.seed,
+        "defects": explorer.env.get("PDSIM_DEFECTS", ""),
+        "episodes": [
+            {
+                "episode": ep.schedule.episode,
+                "state": ep.state,
+                "seconds": ep.seconds,
+                "why": ep.why,
+                "file": str(ep.file),
+                "schedule": json.loads(ep.schedule.as_json()),
+                "known": [{"verdict": v.kind, "component": k.component, "shown_by": k.shown_by} for v, k in ep.known],
+            }
+            for ep in episodes
+        ],
+        "finds": [
+            {
+                "invariant": str(f.signature),
+                "episode": f.episode.schedule.episode,
+                "reproducer": str(f.reproducer),
+                "steps": [len(f.episode.schedule.steps), len(f.shrunk.steps)],
+                "shrink_runs": f.candidates,
+                "reproduced": f"{f.reproduced}/{f.reruns}",
+            }
+            for f in finds
+        ],
+        "counts": counts,
+    }
+    (explorer.out / "explore.json").write_text(json.dumps(data, indent=2))
+    lines = [
+        f"# explore: target {explorer.target}, seed {explorer.seed}",
+        "",
+        f"{len(episodes)} episodes: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
+        "",
+    ]
+    if finds:
+        lines += ["| invariant | episode | steps (drawn → shrunk) | reproduced | reproducer |", "|---|---|---|---|---|"]
+        lines += [
+            f"| {f.signature} | {f.episode.schedule.episode} | {len(f.episode.schedule.steps)} → {len(f.shrunk.steps)} "
+            f"| {f.reproduced}/{f.reruns} | [{f.reproducer.name}]({os.path.relpath(f.reproducer, explorer.out)}) |"
+            for f in finds
+        ]
+    else:
+        lines.append("No invariant failed that a known issue does not explain.")
+    (explorer.out / "explore.md").write_text("\n".join(lines) + "\n")

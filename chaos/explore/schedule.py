@@ -1,0 +1,142 @@
+"""A fault schedule as data: the loads an episode sends and the faults it fires, drawn from
+a seed over what the target can do. The same seed, episode and capabilities give the same
+schedule; the shrinker makes smaller ones of the same types (``chaos.explore.shrink``)."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Collection
+
+from chaos.targets.base import Capability
+
+__all__ = ["LOADS", "Load", "Schedule", "Step", "Strike", "generate", "strikes_for"]
+
+# What an episode's loads look like; each renders to one workload call (``chaos.explore.render``).
+LOADS = ("conversation", "streams", "requests", "burst", "unservable")
+TRIGGERS = ("now", "at_prefill", "at_decode")  # when a fault fires: at once, or once an engine holds requests
+
+
+@dataclass(frozen=True)
+class Load:
+    """One workload: ``count`` agents or requests; ``rounds`` for a conversation."""
+
+    shape: str
+    count: int
+    rounds: int = 1
+    words: int = 30
+    max_tokens: int = 8
+
+    def size(self) -> int:
+        """How much it sends, the shrinker's measure: requests, then tokens asked for."""
+        return self.count * self.rounds * 1000 + self.words + self.max_tokens
+
+
+@dataclass(frozen=True)
+class Strike:
+    """One fault: ``action`` on ``where`` (a service or a link), fired on ``trigger``.
+    ``amount`` is the toxic's figure where it takes one (ms of latency, KB/s)."""
+
+    action: str
+    where: str
+    trigger: str = "now"
+    amount: int = 0
+
+    def describe(self) -> str:
+        return f"{self.action} {self.where}" + (f" ({self.amount})" if self.amount else "") + f" on {self.trigger}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """A load sent in the background, and a fault fired while it runs (or none)."""
+
+    load: Load
+    strike: Strike | None = None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    seed: int
+    episode: int
+    target: str
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+    def as_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Schedule:
+        raw: dict[str, Any] = json.loads(text)
+        steps = tuple(Step(Load(**s["load"]), Strike(**s["strike"]) if s.get("strike") else None) for s in raw["steps"])
+        return cls(raw["seed"], raw["episode"], raw["target"], steps)
+
+    def with_steps(self, steps: Collection[Step]) -> Schedule:
+        return replace(self, steps=tuple(steps))
+
+    def size(self) -> tuple[int, int, int]:
+        """Steps, faults, then load: what "smaller" means when shrinking."""
+        return (
+            len(self.steps),
+            sum(1 for s in self.steps if s.strike),
+            sum(s.load.size() for s in self.steps),
+        )
+
+    def name(self) -> str:
+        return f"s{self.seed}_e{self.episode}"
+
+
+def strikes_for(caps: Collection[Capability]) -> list[tuple[str, str, int]]:
+    """Every (action, where, amount) the target can fire: process faults with process control,
+    a link's faults where the target can break that link."""
+    out: list[tuple[str, str, int]] = []
+    if Capability.PROCESS_CONTROL in caps:
+        for service in ("prefill", "decode", "router"):
+            out += [("kill", service, 0), ("restart", service, 0), ("terminate", service, 0)]
+        out += [("freeze", "prefill", 0), ("freeze", "decode", 0)]
+    out += [("abort_all", "prefill", 0), ("abort_all", "decode", 0)]
+    links = {
+        "client_router": Capability.PROXIED_CLIENT,
+        "bootstrap": Capability.PROXIED_BOOTSTRAP,
+        "control": Capability.CONTROL_LINK,
+        "kv": Capability.KV_LINK,
+    }
+    for link, needs in links.items():
+        if needs not in caps:
+            continue
+        out += [("down", link, 0), ("blackhole", link, 0), ("reset_peer", link, 0)]
+        if link == "client_router" or Capability.LINK_DELAY in caps:
+            out.append(("latency", link, 300))
+        out.append(("bandwidth", link, 4))
+    return out
+
+
+def _load(rng: random.Random, *, held: bool) -> Load:
+    """A drawn load; ``held`` (a fault waits for an engine to hold it) asks for replies long
+    enough for the 10 Hz sampler to see them there."""
+    shape = rng.choice(LOADS)
+    if shape == "conversation":
+        rounds, words = rng.randint(2, 4), rng.choice((30, 120))
+        return Load(shape, rng.randint(1, 3), rounds=rounds, words=words, max_tokens=64 if held else 8)
+    if shape == "unservable":
+        return Load(shape, 1)
+    tokens = 200 if held else rng.choice((8, 200))
+    return Load(shape, rng.randint(2, 6), words=rng.choice((10, 200)), max_tokens=tokens)
+
+
+def generate(seed: int, episode: int, target: str, caps: Collection[Capability], *, max_steps: int = 3) -> Schedule:
+    """Episode ``episode`` of ``seed``: one to ``max_steps`` steps, each, three times in
+    four, a fault the target supports on a drawn trigger, and a load."""
+    rng = random.Random(f"pd-chaos explore {seed}:{episode}")
+    menu = strikes_for(caps)
+    steps = []
+    for _ in range(rng.randint(1, max_steps)):
+        strike = None
+        if menu and rng.random() < 0.75:
+            action, where, amount = rng.choice(menu)
+            strike = Strike(action, where, rng.choice(TRIGGERS), amount)
+        load = _load(rng, held=strike is not None and strike.trigger != "now")
+        if load.shape == "unservable" and strike is not None:  # no engine ever holds it
+            strike = replace(strike, trigger="now")
+        steps.append(Step(load, strike))
+    return Schedule(seed, episode, target, tuple(steps))

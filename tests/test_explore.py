@@ -1,0 +1,151 @@
+"""Explore's pure parts: schedules drawn from a seed, rendered as scenario files, shrunk,
+and results classified as data. The end-to-end run on a stack is in test_explore_stack.py."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from chaos.errors import ConfigError
+from chaos.explore.known import known_for
+from chaos.explore.render import function_name, render
+from chaos.explore.run import Budget, Signature, classify
+from chaos.explore.schedule import Load, Schedule, Step, Strike, generate, strikes_for
+from chaos.explore.shrink import candidates, shrink
+from chaos.judge.model import Evidence, Role, Status
+from chaos.results import JudgedVerdict, TestResult
+from chaos.targets.base import REAL_SGLANG, Capability
+
+ALL = frozenset(Capability)
+
+
+def _verdict(kind: str, status: Status = Status.FAIL, **values) -> JudgedVerdict:
+    return JudgedVerdict(kind, Role.VERDICT, status, kind, "said", {}, Evidence(values))
+
+
+def _result(outcome: str, *verdicts: JudgedVerdict, message: str = "") -> TestResult:
+    return TestResult("f.py::test_s1_e0", outcome, verdicts, message, ())
+
+
+def test_the_same_seed_draws_the_same_schedules():
+    a = [generate(7, e, "embedded", ALL) for e in range(20)]
+    assert a == [generate(7, e, "embedded", ALL) for e in range(20)]
+    assert a != [generate(8, e, "embedded", ALL) for e in range(20)]
+    assert all(Schedule.from_json(s.as_json()) == s for s in a)
+
+
+def test_schedules_fire_only_what_the_target_can():
+    real = [generate(3, e, "sglang-cpu", REAL_SGLANG, max_steps=3) for e in range(40)]
+    wheres = {s.strike.where for sch in real for s in sch.steps if s.strike}
+    assert wheres and not wheres & {"kv", "control"}  # real SGLang's engine links are not proxied there
+    assert ("latency", "bootstrap", 300) not in strikes_for(REAL_SGLANG)  # no link delay without netem
+    assert ("latency", "client_router", 300) in strikes_for(REAL_SGLANG)
+
+
+def test_an_unservable_load_is_never_waited_on_by_a_trigger():
+    drawn = [st for e in range(200) for st in generate(5, e, "embedded", ALL).steps]
+    assert any(st.load.shape == "unservable" and st.strike for st in drawn)
+    assert all(st.strike.trigger == "now" for st in drawn if st.load.shape == "unservable" and st.strike)
+
+
+def test_every_drawn_schedule_renders_a_scenario_file():
+    for e in range(30):
+        s = generate(11, e, "embedded", ALL)
+        tree = ast.parse(render(s, note="a note"))
+        assert any(isinstance(n, ast.FunctionDef) and n.name == function_name(s) for n in tree.body)
+
+
+def test_a_rendered_step_starts_its_load_and_heals_after_it():
+    s = Schedule(
+        1,
+        0,
+        "embedded",
+        (Step(Load("conversation", 2, rounds=3, words=30, max_tokens=64), Strike("kill", "decode", "at_decode")),),
+    )
+    text = render(s)
+    assert "scenario.baseline(agents=2, rounds=3, words_per_round=30, max_tokens=64, deadlines=d)" in text
+    assert "load1 = workload.conversations(agents=2, rounds=3" in text
+    assert 'with faults.kill("decode", when=scenario.requests_at("decode") >= 1):\n        load1.join()' in text
+    assert "judge_universal(scenario, d, baseline=True, conversations=True)" in text
+    assert "settle_universal(scenario, bounds)" in text
+    assert "return 1  #" in text  # the seed is pinned in the file
+
+
+def test_candidates_are_each_smaller():
+    s = generate(2, 4, "embedded", ALL, max_steps=3)
+    s = s.with_steps([*s.steps, Step(Load("streams", 4, words=200, max_tokens=200), Strike("down", "kv"))])
+    for c in candidates(s):
+        assert c.size() < s.size()
+
+
+def test_shrink_keeps_only_what_still_fails():
+    """Planted: the failure needs a kill of decode; everything else goes."""
+    big = Schedule(
+        1,
+        0,
+        "embedded",
+        (
+            Step(Load("streams", 5, words=200, max_tokens=200), Strike("latency", "client_router", "now", 300)),
+            Step(Load("conversation", 3, rounds=4, words=120, max_tokens=64), Strike("kill", "decode", "at_decode")),
+            Step(Load("requests", 2)),
+        ),
+    )
+
+    def fails(s: Schedule) -> bool:
+        return any(st.strike and st.strike.action == "kill" for st in s.steps)
+
+    small, tried = shrink(big, fails, budget_s=60)
+    assert small.steps == (
+        Step(Load("conversation", 1, rounds=2, words=10, max_tokens=8), Strike("kill", "decode", "at_decode")),
+    )
+    assert tried > 0
+
+
+def test_shrink_stops_at_its_budget():
+    ticks = iter(range(100))
+    s = generate(2, 1, "embedded", ALL)
+    small, tried = shrink(s, lambda _: True, budget_s=3, clock=lambda: float(next(ticks)))
+    assert tried <= 3 and small.size() <= s.size()
+
+
+def test_budget():
+    assert Budget.parse("10m") == Budget(seconds=600)
+    assert Budget.parse("90s") == Budget(seconds=90)
+    assert Budget.parse("12") == Budget(episodes=12)
+    with pytest.raises(ConfigError):
+        Budget.parse("ten minutes")
+    assert Budget(episodes=2).left(0, 1, 1e9) and not Budget(episodes=2).left(0, 2, 0)
+
+
+def test_a_signature_is_the_kind_and_the_shape_of_the_evidence():
+    a = Signature.of(_verdict("failed_requests_are_clean", outcomes=["truncated"], count=3, of=4))
+    b = Signature.of(_verdict("failed_requests_are_clean", outcomes=["truncated"], count=1, of=9))
+    c = Signature.of(_verdict("failed_requests_are_clean", outcomes=["client_timeout"], count=3, of=4))
+    assert a == b and a != c
+    assert str(a) == 'failed_requests_are_clean [outcomes=["truncated"]]'
+
+
+def test_classify_keeps_rig_errors_apart_from_finds():
+    s = generate(1, 0, "embedded", ALL)
+    assert classify(s, None, ALL, rc=-1)[0] == "rig error"
+    assert (
+        classify(s, _result("error", _verdict("no_leak"), message="TriggerTimeout: ..."), ALL, rc=1)[0] == "rig error"
+    )
+    assert classify(s, _result("passed"), ALL, rc=0)[0] == "passed"
+    state, found, _, _ = classify(s, _result("failed", _verdict("context_grows")), ALL, rc=1)
+    assert state == "found" and [v.kind for v in found] == ["context_grows"]
+    unsure = _verdict("replies_match_baseline", Status.UNKNOWN)
+    assert classify(s, _result("failed", unsure), ALL, rc=1)[0] == "inconclusive"
+
+
+def test_a_known_issue_explains_only_its_own_schedule_and_evidence():
+    frozen = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("freeze", "prefill")),))
+    killed = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("kill", "decode")),))
+    hung = _verdict("failed_requests_are_clean", outcomes=["client_timeout"])
+    cut = _verdict("failed_requests_are_clean", outcomes=["truncated"])
+    assert known_for(frozen, hung, ALL) is not None
+    assert known_for(frozen, cut, ALL) is None  # a truncated stream is not smg's missing headers
+    assert known_for(killed, hung, ALL) is None
+    assert known_for(killed, _verdict("charged_only_where_struck"), ALL) is not None
+    assert classify(frozen, _result("failed", hung), ALL, rc=1)[0] == "known"

@@ -1,0 +1,38 @@
+"""Explore end to end on the embedded stack: a planted pdsim defect is found, shrunk to a
+one-step reproducer, and the reproducer, run by pytest, fails by the same invariant."""
+
+from __future__ import annotations
+
+import os
+
+from chaos.explore.run import Budget, Explorer, explore
+from chaos.explore.schedule import Load, Step
+from chaos.targets.base import Capability
+from tests.ports import port_base
+
+# Seed 21's episode 0 on embedded: a 3-round conversation of 2 agents at 120 words a round,
+# then 2 plain requests, no fault. pdsim's context_truncation drops the oldest turns beyond
+# 200 tokens, so the third round's prompt is no longer than the second's: context_grows fails.
+SEED = 21
+
+
+def test_explore_finds_a_planted_defect_and_shrinks_it(tmp_path, pytestconfig):
+    explorer = Explorer(
+        target="embedded",
+        seed=SEED,
+        out=tmp_path,
+        caps=frozenset(Capability),
+        port_base=port_base(pytestconfig, "explore"),
+        env={**os.environ, "PDSIM_DEFECTS": "context_truncation"},
+        timeout_s=120,
+    )
+    lines: list[str] = []
+    episodes, finds = explore(explorer, Budget(episodes=1), shrink_budget_s=180, reruns=1, say=lines.append)
+    assert [ep.state for ep in episodes] == ["found"], lines
+    (find,) = finds
+    assert find.signature.kind == "context_grows"
+    # the plain requests go, and one agent is enough; the three long rounds stay (fewer do not truncate)
+    assert find.shrunk.steps == (Step(Load("conversation", 1, rounds=3, words=120, max_tokens=8)),)
+    assert find.reproduced == 1, lines
+    assert find.reproducer.exists() and "context_grows" in find.reproducer.read_text()
+    assert f"(reproducers/{find.reproducer.name})" in (tmp_path / "explore.md").read_text()
