@@ -1,5 +1,5 @@
 # The two Quick start commands (README): `make suites` and `make test`. Both set up first.
-.PHONY: setup setup-sglang docker suites suites-sglang suites-compose gpu-pull gpu-model suites-gpu test mutants leftovers bench clean
+.PHONY: setup setup-sglang docker suites suites-sglang suites-compose gpu-pull gpu-model suites-gpu test mutants explore leftovers bench clean
 
 setup:
 	scripts/setup.sh
@@ -45,6 +45,13 @@ test: setup docker
 
 mutants: setup
 	.venv/bin/pdchaos mutants --json reports/mutants.json
+
+# Seeded random fault schedules on the embedded stack, judged by the universal invariants
+# (docs/explore.md); CI's short run must find nothing. EXPLORE_BUDGET: a time or episodes.
+EXPLORE_BUDGET ?= 2m
+EXPLORE_SEED ?= 1
+explore: setup
+	scripts/pytest.sh suites/test_explore.py --explore $(EXPLORE_BUDGET) --seed $(EXPLORE_SEED) $(PYTEST_ARGS)
 
 # Nothing pd-chaos started may be left: processes, containers, networks, dangling images.
 leftovers:

@@ -14,7 +14,7 @@ judge no verdicts, from pytest's JUnit XML (its elements, never its text).
 from __future__ import annotations
 
 import argparse
-import subprocess
+import os
 import sys
 import tempfile
 import time
@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from chaos.ports import BASES  # noqa: E402  (the repo is on the path first)
+from chaos.pytest_run import run_pytest  # noqa: E402
 from chaos.results import load_results  # noqa: E402
 
 
@@ -79,22 +80,14 @@ def main() -> int:
         for i in range(args.runs):
             junit, reports = Path(tmp) / f"run{i}.xml", Path(tmp) / f"reports{i}"
             t0 = time.monotonic()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    *what,
-                    "-q",
-                    "-p",
-                    "no:cacheprovider",
-                    f"--junitxml={junit}",
-                    f"--reports-dir={reports}",
-                    f"--port-base={args.port_base}",
-                ],
-                cwd=REPO,
-                stdout=subprocess.DEVNULL,
-                timeout=3600,
+            run_pytest(
+                what,
+                port_base=args.port_base,
+                reports=reports,
+                log=Path(tmp) / f"run{i}.log",
+                env=os.environ,
+                args=[f"--junitxml={junit}"],
+                timeout_s=3600,
             )
             walls.append(time.monotonic() - t0)
             passed, failed = _tests_run(junit) if args.tests else _suite_run(reports)

@@ -14,6 +14,7 @@ Run on an otherwise idle machine:
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from chaos.ports import BASES
+from chaos.pytest_run import run_pytest
 from chaos.targets.registry import GPU, TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,22 +54,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "run.xml"
         t0 = time.monotonic()
-        rc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                *what,
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--junitxml={junit}",
-                f"--port-base={args.port_base}",
-            ],
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            timeout=BUDGET_S[args.target],
-        ).returncode
+        rc = run_pytest(
+            what,
+            port_base=args.port_base,
+            reports=Path(tmp) / "reports",
+            log=Path(tmp) / "run.log",
+            env=os.environ,
+            args=[f"--junitxml={junit}"],
+            timeout_s=BUDGET_S[args.target],
+        )
         wall = time.monotonic() - t0
         cases = sorted(
             (

@@ -4,7 +4,8 @@
 
 Options live in one ``pdchaos`` group: ``--target`` (see ``chaos.targets.registry``;
 ``attach`` with ``--stack-file`` and ``--allow-destructive``), ``--seed``, ``--port-base``,
-``--stop-at-verdict``, ``--soak`` (the opt-in soak's duration) and ``--reports-dir``.
+``--stop-at-verdict``, ``--soak`` (the opt-in soak's duration), ``--explore`` (explore's budget) and
+``--reports-dir``.
 Every stack a session starts is stopped at session end, whatever happened; an attached
 deployment is left as it was found. Each phase of each test runs under the time limit its
 own waits give it (``chaos.limits``), unless ``--timeout`` hands it to pytest-timeout.
@@ -21,9 +22,10 @@ import pytest
 
 from chaos.cleanup import reap_orphans, terminate_as_interrupt
 from chaos.errors import ConfigError
+from chaos.explore.run import Budget
 from chaos.limits import BASE_S, PhaseLimit
 from chaos.ports import BASES, ephemeral_overlap
-from chaos.session import SEED, SOAK, TARGET
+from chaos.session import EXPLORE, SEED, SOAK, TARGET
 from chaos.soak import Soak, parse_duration
 from chaos.targets.base import Capability
 from chaos.targets.registry import TARGETS, TargetChoice
@@ -31,7 +33,7 @@ from chaos.targets.registry import TARGETS, TargetChoice
 pytest_plugins = ["chaos.run_report", "chaos.fixtures"]  # in import order: fixtures imports run_report
 
 MARKERS = (
-    "fault(family): the fault family a scenario exercises (process, network, client, engine, load)",
+    "fault(family): the fault family a scenario exercises (process, network, client, engine, load, random)",
     "needs(*capabilities): capabilities the target must have ("
     + ", ".join(c.value for c in Capability)
     + "); the test skips with a reason otherwise",
@@ -81,6 +83,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DURATION",
         help="run the opt-in soak scenario for this long (90s, 30m, 2h); it skips without it",
     )
+    group.addoption(
+        "--explore",
+        default=None,
+        metavar="BUDGET",
+        help="run explore (suites/test_explore.py) for a time (3m) or a number of episodes; it skips without it",
+    )
     parser.addini(
         "pdchaos_limit_base_s",
         f"seconds a test phase may spend on the rig's own work between bounded waits (default {BASE_S:g}; chaos.limits)",
@@ -111,6 +119,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SOAK] = Soak(parse_duration(soak)) if soak else None
     except ValueError as exc:
         raise pytest.UsageError(f"--soak: {exc}") from None
+    explore = config.getoption("--explore")
+    try:
+        config.stash[EXPLORE] = Budget.parse(explore) if explore else None
+    except ConfigError as exc:
+        raise pytest.UsageError(f"--explore: {exc}") from None
     seed = config.getoption("--seed")
     config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
     terminate_as_interrupt()

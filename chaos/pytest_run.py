@@ -1,19 +1,27 @@
 """One pytest process of the rig's, for the tools that run pytest themselves (the kill
-matrix, explore): its own port range and report folder, its output in a log, bounded."""
+matrix, explore): its own port range and report folder, its output in a log, bounded.
+
+A child pytest owns stacks, and SIGKILL would leave them running: so on its time limit,
+and when this process is interrupted (Ctrl-C, SIGTERM), the child gets SIGTERM, which its
+plugin takes as Ctrl-C (heal, stop the stacks), and ``TEARDOWN_S`` to finish; only then
+SIGKILL, after which its ledger's stacks are reaped here (``chaos.cleanup``)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from chaos.cleanup import reap_orphans
 from chaos.limits import waiting
 from chaos.tools import REPO_ROOT
 
 __all__ = ["TIMED_OUT", "run_pytest"]
 
 TIMED_OUT = -1  # the return code of a run that exceeded its bound
+TEARDOWN_S = 120.0  # a child's own teardown, every wait of it bounded: heal, stop, reap
 
 
 def run_pytest(
@@ -42,10 +50,24 @@ def run_pytest(
         f"--reports-dir={reports}",
         *args,
     ]
-    with open(log, "w") as fh, waiting(f"pytest on {', '.join(map(str, paths))}", timeout_s):
+    with open(log, "w") as fh, waiting(f"pytest on {', '.join(map(str, paths))}", timeout_s + TEARDOWN_S):
+        child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=dict(env), stdout=fh, stderr=subprocess.STDOUT)
         try:
-            return subprocess.run(
-                cmd, cwd=REPO_ROOT, env=dict(env), stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s
-            ).returncode
+            return child.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            _stop(child)
             return TIMED_OUT
+        except BaseException:
+            _stop(child)
+            raise
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """Ask ``child`` to tear down as on Ctrl-C; kill it, and reap its stacks, if it does not."""
+    child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(timeout=TEARDOWN_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(timeout=10)
+        reap_orphans()

@@ -1,18 +1,20 @@
 """What a pytest session decides once, at configure, and every part of the plugin reads:
-the target under test, the seed of every random choice and the soak's duration (pytest
-stash keys), and which xdist worker it is, if any."""
+the target under test, the seed of every random choice, the soak's duration and explore's
+budget (pytest stash keys), and which xdist worker it is, if any."""
 
 from __future__ import annotations
 
 import pytest
 
+from chaos.explore.run import Budget
 from chaos.soak import Soak
 from chaos.targets.registry import TargetChoice
 
-__all__ = ["SEED", "SOAK", "TARGET", "xdist_worker"]
+__all__ = ["EXPLORE", "SEED", "SOAK", "TARGET", "xdist_worker"]
 
 SEED = pytest.StashKey[int]()
 SOAK = pytest.StashKey[Soak | None]()
+EXPLORE = pytest.StashKey[Budget | None]()
 TARGET = pytest.StashKey[TargetChoice]()
 
 

@@ -8,6 +8,13 @@ Verdicts: each is refused with a 4xx, smg charges neither worker a failure and n
 worker's circuit opens (a circuit half-open from an earlier test's fault may stay so), and
 a good request right after them is served. (Every scenario that settles judges the same
 charge verdict: ``Scenario.settle``.)
+
+And an engine's own failure is charged to that engine alone: decode aborting the plain
+(non-streaming) requests it holds must not charge prefill. smg 1.13.0 does: it records every
+PD attempt's status on both workers (``pd_router.rs``, ``execute_dual_dispatch``:
+``prefill.record_outcome(..); decode.record_outcome(..)``), and a plain request's decode
+failure is the attempt's 500 (a stream's comes after its 200, so streams are not charged).
+Found by ``pdchaos explore`` (embedded, seed 1, episode 8), promoted here.
 """
 
 from __future__ import annotations
@@ -21,10 +28,16 @@ from chaos.history import History, Phase
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed
-from chaos.pipeline import CIRCUIT_TRANSITIONS
+from chaos.pipeline import CIRCUIT_TRANSITIONS, ENGINE_QUEUES, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("client")]
 
+SMG_CHARGES_BOTH_ON_5XX = (
+    "every PD attempt's 5xx is charged to both workers' circuit breakers: decode aborting plain requests "
+    "raises smg_worker_cb_outcomes_total{outcome=failure} of the prefill worker, which no fault struck"
+)
+PLAIN = 4  # plain requests decode holds, waiting for their KV, when it aborts them
+LONG_PROMPT = 1500  # words: prefill computes them for a second or more on every target, decode waits
 OVER_ANY_CONTEXT = 70_000  # words: above the context of every model the targets serve (32k tokens at most)
 BAD_REQUESTS = 12  # above smg's default breaker threshold
 
@@ -71,3 +84,22 @@ def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults)
             workload.request("/v1/chat/completions", too_long)
     workload.request("/v1/chat/completions", workload.chat("a good request", max_tokens=2))
     sampler.wait_for_sample(1.0)  # the breakers' state as of after the last request
+
+
+@pytest.mark.needs("transfer_window")  # real engines: the window needs a KV crawl, which strikes prefill too
+@pytest.mark.known_issue(
+    "charged_only_where_struck", component="smg", version="1.13.0", behaviour=SMG_CHARGES_BOTH_ON_5XX
+)
+def test_decode_aborting_plain_requests_charges_only_decode(scenario, workload, faults, bounds):
+    d = bounds.patient(stall_s=bounds.recovery_s)
+    scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean())
+    plain = workload.background(
+        [workload.chat(f"plain {i} " + "word " * LONG_PROMPT, max_tokens=8, stream=False) for i in range(PLAIN)],
+        deadlines=d,
+    )
+    with faults.abort_all("decode", when=scenario.requests_at("decode") >= PLAIN):
+        plain.join()
+    scenario.require(
+        v.open_at_fault(phase=Phase.FAULT, why="decode held every request, waiting for its KV, when it aborted them")
+    )
+    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

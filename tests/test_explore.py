@@ -66,10 +66,28 @@ def test_a_rendered_step_starts_its_load_and_heals_after_it():
     text = render(s)
     assert "scenario.baseline(agents=2, rounds=3, words_per_round=30, max_tokens=64, deadlines=d)" in text
     assert "load1 = workload.conversations(agents=2, rounds=3" in text
-    assert 'with faults.kill("decode", when=scenario.requests_at("decode") >= 1):\n        load1.join()' in text
+    assert 'with faults.kill("decode", when=scenario.requests_at("decode") >= 1):\n        load1.join()\n' in text
+    assert "load1.join()\n    workload.conversations(agents=2, rounds=3" in text  # again once healed
     assert "judge_universal(scenario, d, baseline=True, conversations=True)" in text
     assert "settle_universal(scenario, bounds)" in text
     assert "return 1  #" in text  # the seed is pinned in the file
+
+
+@pytest.mark.parametrize(
+    ("strike", "cut"),
+    [
+        (Strike("down", "client_router", "at_decode"), "link"),
+        (Strike("kill", "router", "at_decode"), "router_killed"),
+        (Strike("terminate", "router"), "router_drained"),
+        (Strike("down", "kv"), None),
+    ],
+)
+def test_a_fault_on_the_clients_hop_judges_its_window_by_what_a_cut_allows(strike, cut):
+    s = Schedule(1, 0, "embedded", (Step(Load("streams", 3, max_tokens=100)), Step(Load("requests", 2), strike)))
+    text = render(s)
+    assert (
+        "judge_universal(scenario, d, baseline=True, conversations=False" + (f', cut="{cut}")' if cut else ")")
+    ) in text
 
 
 def test_candidates_are_each_smaller():
@@ -147,5 +165,6 @@ def test_a_known_issue_explains_only_its_own_schedule_and_evidence():
     assert known_for(frozen, hung, ALL) is not None
     assert known_for(frozen, cut, ALL) is None  # a truncated stream is not smg's missing headers
     assert known_for(killed, hung, ALL) is None
-    assert known_for(killed, _verdict("charged_only_where_struck"), ALL) is not None
+    assert known_for(killed, _verdict("charged_only_where_struck", struck=["decode"]), ALL) is not None
+    assert known_for(killed, _verdict("charged_only_where_struck", struck=[]), ALL) is None  # no engine struck
     assert classify(frozen, _result("failed", hung), ALL, rc=1)[0] == "known"

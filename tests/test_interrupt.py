@@ -69,6 +69,13 @@ def _stack_pids(tmp_path: Path) -> list[int]:
     return pids
 
 
+def _stack_written(tmp_path: Path) -> bool:
+    try:
+        return bool(_stack_pids(tmp_path))
+    except (OSError, ValueError):  # the ledger names the stack before its stack.json is written
+        return False
+
+
 @pytest.fixture
 def base(pytestconfig) -> int:
     return PortAllocator(port_base(pytestconfig, "interrupt")).next_base()
@@ -175,3 +182,25 @@ def test_sigint_mid_fault_on_the_compose_target_leaves_no_container(tmp_path, ba
     assert project_containers(engine, project) == []
     assert not _processes_on(base)
     engine.close()
+
+
+def test_sigterm_to_explore_stops_its_episodes_stack(tmp_path, base):
+    """explore runs each episode in a child pytest that owns the stack: SIGTERM to explore
+    reaches the child as an interrupt (chaos.pytest_run), so the stack is stopped too."""
+    env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
+    args = [sys.executable, "-m", "chaos.cli", "explore", "--seed", "1", "--budget", "1", f"--port-base={base}"]
+    log = open(tmp_path / "child.log", "wb")
+    proc = subprocess.Popen(
+        [*args, "--out", str(tmp_path / "explore")], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_until(lambda: _stack_written(tmp_path), timeout_s=60, what="the episode's stack is up")
+        pids = _stack_pids(tmp_path)
+        proc.send_signal(signal.SIGTERM)
+        _wait_or_explain(proc, tmp_path, 150)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, (tmp_path / "child.log").read_text()
+    assert not [p for p in pids if alive(p)]
+    assert not list((tmp_path / "sessions").glob("*.txt"))

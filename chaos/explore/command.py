@@ -5,10 +5,10 @@ was judged and nothing new failed, 1 when an invariant failed that no known issu
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
+from chaos.errors import ConfigError
 from chaos.explore.run import Budget, Explorer, explore
 from chaos.ports import BASES, ephemeral_overlap
 from chaos.targets.registry import TARGETS, TargetChoice
@@ -28,6 +28,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-steps", type=int, default=3, help="steps of a drawn schedule at most (default 3)")
     p.add_argument("--defects", default="", help="pdsim defects to plant (PDSIM_DEFECTS), to test explore itself")
     p.add_argument("--out", type=Path, help="report folder (default reports/explore-<time>)")
+    p.add_argument("--stack-file", type=Path, help="with --target attach: the deployment's stack file")
+    p.add_argument(
+        "--allow-destructive", action="store_true", help="with --target attach: let faults kill, freeze, restart"
+    )
     p.add_argument("--port-base", type=int, default=BASES["explore"], help=f"first port (default {BASES['explore']})")
 
 
@@ -37,14 +41,12 @@ def run(args: argparse.Namespace) -> int:
     shrink_s = Budget.parse(args.shrink_budget).seconds
     out = (args.out or Path("reports") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    explorer = Explorer(
-        target=args.target,
-        seed=args.seed,
-        out=out,
-        caps=TargetChoice(args.target).capabilities(),
-        port_base=args.port_base,
-        env={**os.environ, "PDSIM_DEFECTS": args.defects},
-    )
+    try:
+        choice = TargetChoice(args.target, args.stack_file, args.allow_destructive)
+        explorer = Explorer.of(choice, seed=args.seed, out=out, port_base=args.port_base, defects=args.defects)
+    except ConfigError as exc:
+        print(f"pdchaos explore: {exc}")
+        return 2
     print(f"explore: target {args.target}, seed {args.seed}, budget {args.budget}, report in {out}", flush=True)
     episodes, finds = explore(
         explorer,

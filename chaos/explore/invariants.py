@@ -6,10 +6,23 @@ from __future__ import annotations
 from chaos import verdicts as v
 from chaos.bounds import Bounds
 from chaos.client import Deadlines
+from chaos.history import Outcome, Phase
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.scenario import Scenario
 
-__all__ = ["deadlines", "judge_universal", "settle_universal"]
+__all__ = ["CUT_BY", "deadlines", "judge_universal", "settle_universal"]
+
+# How a request may end when a fault strikes the client's own hop: nothing past a cut link, or
+# a dead router, can send the client an error, so these are the clean ends there (the same
+# sets suites/test_proxy_wedge.py and suites/test_router_restart.py judge). A router drained by
+# SIGTERM still finishes what it holds: only requests sent once its port is dark may fail.
+CUT_BY: dict[str, frozenset[Outcome]] = {
+    "link": frozenset(
+        {Outcome.CLEAN_ERROR, Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.STALLED}
+    ),
+    "router_killed": frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}),
+    "router_drained": frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR}),
+}
 
 
 def deadlines(bounds: Bounds) -> Deadlines:
@@ -18,11 +31,22 @@ def deadlines(bounds: Bounds) -> Deadlines:
     return bounds.past_timeout(bounds.waiting_s, slacks=2)
 
 
-def judge_universal(scenario: Scenario, d: Deadlines, *, baseline: bool, conversations: bool) -> None:
-    """Every request ends within its client's deadline; every failure is clean; with a
-    baseline, every successful reply equals its context's fault-free reply; with
+def judge_universal(
+    scenario: Scenario, d: Deadlines, *, baseline: bool, conversations: bool, cut: str | None = None
+) -> None:
+    """Every request ends within its client's deadline; every failure is clean (while a
+    fault ``cut`` the client's hop, every failure during it ends as ``CUT_BY[cut]`` allows);
+    with a baseline, every successful reply equals its context's fault-free reply; with
     multi-round conversations, no turn is dropped."""
-    checks = [v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean()]
+    checks = [v.every_request_terminal(within_s=d.ends_within_s)]
+    if cut is None:
+        checks.append(v.failed_requests_are_clean())
+    else:
+        checks += [
+            v.failed_requests_are_clean(phase=Phase.BASELINE),
+            v.outcomes_in(set(CUT_BY[cut]), phase=Phase.FAULT),
+            v.failed_requests_are_clean(phase=Phase.AFTER),
+        ]
     if baseline:
         checks.append(v.replies_match_baseline())
     if conversations:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from chaos.explore.schedule import Load, Schedule, Strike
+from chaos.explore.schedule import Load, Schedule, Strike, client_hop
 
 __all__ = ["render", "function_name"]
 
@@ -72,16 +72,20 @@ def _fault(strike: Strike) -> str:
 
 def render(schedule: Schedule, *, note: str = "") -> str:
     """The scenario file of ``schedule``: its baselines, then each step's load started and
-    its fault fired while the load runs (healed once the load has ended), then the
-    universal invariants judged (``chaos.explore.invariants``)."""
+    its fault fired while the load runs (healed once the load has ended) and the same load
+    sent again once healed (a fault may fail every request it meets; the replies after it
+    must still equal the baseline's), then the universal invariants judged
+    (``chaos.explore.invariants``)."""
     steps = schedule.steps
     baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
     faults = any(s.strike for s in steps)
+    cut = client_hop(s.strike for s in steps if s.strike)
     body = ["d = deadlines(bounds)"]
     body.append(
         "judge_universal(scenario, d, "
         f"baseline={bool(baselines)}, "
-        f"conversations={any(s.load.shape == 'conversation' and s.load.rounds > 1 for s in steps)})"
+        f"conversations={any(s.load.shape == 'conversation' and s.load.rounds > 1 for s in steps)}"
+        + (f', cut="{cut}")' if cut else ")")
     )
     body += baselines
     for k, step in enumerate(steps, 1):
@@ -89,6 +93,8 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         if step.strike:
             body.append(f"with {_fault(step.strike)}:")
             body.append(f"    load{k}.join()")
+            if _baseline(schedule, k, step.load):  # the same contexts once healed: replies to hold against the baseline
+                body.append(f"{_send(schedule, k, step.load, faulted=False)}.join()")
         else:
             body.append(f"load{k}.join()")
     if faults:

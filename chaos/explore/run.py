@@ -10,9 +10,9 @@ what explore ran is the file it leaves. Results are read from ``result.json``
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +26,9 @@ from chaos.explore.shrink import shrink
 from chaos.judge.model import Status
 from chaos.pytest_run import TIMED_OUT, run_pytest
 from chaos.results import JudgedVerdict, TestResult, load_results
+from chaos.soak import parse_duration
 from chaos.targets.base import Capability
+from chaos.targets.registry import TargetChoice
 
 __all__ = ["Budget", "Episode", "Explorer", "Find", "Signature", "explore"]
 
@@ -40,14 +42,14 @@ class Budget:
 
     @classmethod
     def parse(cls, text: str) -> Budget:
-        """``10m``, ``90s``, ``1h``: a time; a bare number: episodes."""
-        m = re.fullmatch(r"(\d+(?:\.\d+)?)([smh]?)", text.strip())
-        if not m:
-            raise ConfigError(f"budget {text!r}: a time (90s, 10m, 1h) or a number of episodes")
-        n, unit = float(m[1]), m[2]
-        if not unit:
-            return cls(episodes=int(n))
-        return cls(seconds=n * {"s": 1, "m": 60, "h": 3600}[unit])
+        """``10m``, ``90s``, ``1h``: a time (``chaos.soak.parse_duration``); a bare number: episodes."""
+        text = text.strip()
+        if text.isdigit():
+            return cls(episodes=int(text))
+        try:
+            return cls(seconds=parse_duration(text))
+        except ValueError:
+            raise ConfigError(f"budget {text!r}: a time (90s, 10m, 1h) or a number of episodes") from None
 
     def left(self, started: float, episodes: int, now: float) -> bool:
         if self.episodes is not None:
@@ -143,6 +145,18 @@ class Explorer:
     args: list[str] = field(default_factory=list)  # more for pytest (an attached stack's file)
     timeout_s: float = 600.0
 
+    @classmethod
+    def of(cls, choice: TargetChoice, *, seed: int, out: Path, port_base: int, defects: str = "") -> Explorer:
+        """An explorer of ``choice`` (an attached stack's file and consent passed on to each
+        episode's pytest), with ``defects`` planted in pdsim."""
+        args = []
+        if choice.stack_file is not None:
+            args += ["--stack-file", str(Path(choice.stack_file).resolve())]
+        if choice.allow_destructive:
+            args.append("--allow-destructive")
+        env = {**os.environ, "PDSIM_DEFECTS": defects}
+        return cls(choice.name, seed, out, choice.capabilities(), port_base, env, args)
+
     def run(self, schedule: Schedule, *, folder: str, note: str = "", tag: str = "") -> Episode:
         where = self.out / folder
         where.mkdir(parents=True, exist_ok=True)
@@ -204,8 +218,10 @@ def explore(
         target = new[0]
         seen.add(target)
 
-        def still_fails(candidate: Schedule) -> bool:
-            return target in explorer.run(candidate, folder="shrinking").signatures()
+        tried_n = itertools.count(1)
+
+        def still_fails(candidate: Schedule) -> bool:  # each candidate its own file, log and reports
+            return target in explorer.run(candidate, folder="shrinking", tag=f"_c{next(tried_n)}").signatures()
 
         small, tried = shrink(schedule, still_fails, budget_s=shrink_budget_s)
         again = sum(target in explorer.run(small, folder="reruns", tag=f"_r{i}").signatures() for i in range(reruns))

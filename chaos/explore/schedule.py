@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Collection
+from typing import Any, Collection, Iterable
 
 from chaos.targets.base import Capability
 
-__all__ = ["LOADS", "Load", "Schedule", "Step", "Strike", "generate", "strikes_for"]
+__all__ = ["LOADS", "Load", "Schedule", "Step", "Strike", "client_hop", "generate", "strikes_for"]
 
 # What an episode's loads look like; each renders to one workload call (``chaos.explore.render``).
 LOADS = ("conversation", "streams", "requests", "burst", "unservable")
@@ -140,3 +140,16 @@ def generate(seed: int, episode: int, target: str, caps: Collection[Capability],
             strike = replace(strike, trigger="now")
         steps.append(Step(load, strike))
     return Schedule(seed, episode, target, tuple(steps))
+
+
+def client_hop(strikes: Iterable[Strike]) -> str | None:
+    """Which ``chaos.explore.invariants.CUT_BY`` set applies: the first strike on the client's hop (the client_router
+    link, or smg itself), or none."""
+    for s in strikes:
+        if s.where == "client_router":
+            return "link"
+        if s.where == "router" and s.action in ("kill", "restart"):
+            return "router_killed"
+        if s.where == "router" and s.action == "terminate":
+            return "router_drained"
+    return None

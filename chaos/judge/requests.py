@@ -33,8 +33,9 @@ def every_request_terminal(h: History, *, within_s: float, phase: Phase | None =
     return passed(f"{len(ops)} requests, slowest {worst:.2f}s", requests=len(ops), slowest_s=worst, bound_s=within_s)
 
 
-def _clean_label(within_s: float | None, since: Since, **_: object) -> str:
-    return "failed_requests_are_clean" + (f"(within={within_s:g}s of {Since(since).value})" if within_s else "")
+def _clean_label(within_s: float | None, since: Since, phase: Phase | None = None, **_: object) -> str:
+    scope = f"[{Phase(phase).value}]" if phase else ""
+    return "failed_requests_are_clean" + scope + (f"(within={within_s:g}s of {Since(since).value})" if within_s else "")
 
 
 @verdict(_clean_label)

@@ -1,0 +1,41 @@
+"""Explore as a pytest run: seeded random fault schedules on the session's target, judged by
+the universal invariants, each find shrunk to a reproducer (docs/explore.md).
+
+Opt-in: it skips unless ``--explore BUDGET`` is given (``pytest suites/test_explore.py
+--explore 3m --seed 1``: CI's short run). The session's ``--seed`` draws the schedules, so a
+run without one explores new ground and prints the seed that repeats it. Each episode runs
+in a pytest of its own on a fresh stack (ports from ``BASES["explore"]``); this test starts
+no stack. A find fails the test with the table of finds and their reproducers; an episode
+that could not be judged, with nothing found, is a rig error.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos.errors import RigError
+from chaos.explore.run import Explorer, explore
+from chaos.ports import BASES, PortAllocator
+from chaos.run_report import run_dir
+from chaos.session import EXPLORE, SEED, TARGET
+
+pytestmark = [pytest.mark.fault("random")]
+
+
+def test_explore(pytestconfig: pytest.Config) -> None:
+    budget = pytestconfig.stash[EXPLORE]
+    if budget is None:
+        pytest.skip("opt-in: pass --explore BUDGET (e.g. pytest suites/test_explore.py --explore 3m --seed 1)")
+    out = run_dir(pytestconfig) / "explore"
+    explorer = Explorer.of(
+        pytestconfig.stash[TARGET],
+        seed=pytestconfig.stash[SEED],
+        out=out,
+        port_base=PortAllocator(BASES["explore"]).next_base(),
+    )
+    episodes, finds = explore(explorer, budget, shrink_budget_s=300.0, reruns=5, say=print)
+    summary = (out / "explore.md").read_text()
+    if finds:
+        pytest.fail(f"explore found {len(finds)} failure(s) no known issue explains:\n{summary}", pytrace=False)
+    if any(ep.state == "rig error" for ep in episodes):
+        raise RigError(f"explore could not judge every episode:\n{summary}")
