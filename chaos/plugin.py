@@ -22,7 +22,7 @@ import pytest
 
 from chaos.cleanup import reap_orphans, terminate_as_interrupt
 from chaos.errors import ConfigError
-from chaos.explore.run import Budget
+from chaos.explore.budget import Budget
 from chaos.limits import BASE_S, PhaseLimit
 from chaos.ports import BASES, ephemeral_overlap
 from chaos.session import EXPLORE, SEED, SOAK, TARGET

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.explore.run import Budget
+from chaos.explore.budget import Budget
 from chaos.soak import Soak
 from chaos.targets.registry import TargetChoice
 

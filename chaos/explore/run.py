@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Collection
 
-from chaos.errors import ConfigError
+from chaos.explore.budget import Budget
 from chaos.explore.known import Known, known_for
 from chaos.explore.render import function_name, render
 from chaos.explore.schedule import Schedule, generate
@@ -26,35 +26,10 @@ from chaos.explore.shrink import shrink
 from chaos.judge.model import Status
 from chaos.pytest_run import TIMED_OUT, run_pytest
 from chaos.results import JudgedVerdict, TestResult, load_results
-from chaos.soak import parse_duration
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
 
 __all__ = ["Budget", "Episode", "Explorer", "Find", "Signature", "explore"]
-
-
-@dataclass(frozen=True)
-class Budget:
-    """How long to explore: ``seconds`` of wall time, or ``episodes`` episodes."""
-
-    seconds: float | None = None
-    episodes: int | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> Budget:
-        """``10m``, ``90s``, ``1h``: a time (``chaos.soak.parse_duration``); a bare number: episodes."""
-        text = text.strip()
-        if text.isdigit():
-            return cls(episodes=int(text))
-        try:
-            return cls(seconds=parse_duration(text))
-        except ValueError:
-            raise ConfigError(f"budget {text!r}: a time (90s, 10m, 1h) or a number of episodes") from None
-
-    def left(self, started: float, episodes: int, now: float) -> bool:
-        if self.episodes is not None:
-            return episodes < self.episodes
-        return now - started < (self.seconds or 0)
 
 
 @dataclass(frozen=True)
