@@ -86,7 +86,7 @@ def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults)
     sampler.wait_for_sample(1.0)  # the breakers' state as of after the last request
 
 
-@pytest.mark.needs("transfer_window")  # real engines: the window needs a KV crawl, which strikes prefill too
+@pytest.mark.needs("slow_transfers")  # real engines: the window needs a KV crawl, which strikes prefill too
 @pytest.mark.known_issue(
     "charged_only_where_struck", component="smg", version="1.13.0", behaviour=SMG_CHARGES_BOTH_ON_5XX
 )

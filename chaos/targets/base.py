@@ -48,6 +48,11 @@ class Capability(enum.Enum):
     # shaping for the block. The tiny model on real SGLang moves its KV in milliseconds: left
     # alone, the trigger never sees the room (measured: 30 s of samples, never above 0).
     TRANSFER_WINDOW = "transfer_window"
+    # decode holds a request waiting for its KV for hundreds of ms by the engine's own costs,
+    # with no fault on any link: pdsim's forward and KV costs. A real engine needs the kv
+    # link's crawl (``transfer_window``) for that, and the crawl strikes prefill as well, so
+    # a scenario that must strike decode alone while it waits needs this instead.
+    SLOW_TRANSFERS = "slow_transfers"
 
 
 # What a stack of real SGLang engines (0.5.23, on every target that starts them) offers:
