@@ -231,7 +231,7 @@ class Client:
     ) -> Complete:
         """Send one request, record it, and return how it ended (the history's record).
         ``hang_up_after=N`` closes a stream after N data events on purpose (a client abort);
-        that ends as ``client_timeout``, the client's own decision to stop waiting."""
+        that ends as ``hung_up``, the client's own decision, not a failure."""
         op = f"op{next(self._ids)}"
         stream = bool(body.get("stream"))
         context = context_of({k: v for k, v in body.items() if k != "stream"})
@@ -279,7 +279,7 @@ class Client:
                         events += 1
                         if hang_up_after is not None and events >= hang_up_after:
                             return ending(
-                                Outcome.CLIENT_TIMEOUT,
+                                Outcome.HUNG_UP,
                                 resp.status_code,
                                 parse.text,
                                 f"client hung up after {events} events",

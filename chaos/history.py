@@ -46,6 +46,9 @@ class Outcome(enum.Enum):
     STALLED = "stalled"  # no bytes for longer than the stall bound while open
     CLIENT_TIMEOUT = "client_timeout"  # our own deadline fired
     CONNECTION_ERROR = "connection_error"  # refused or reset before any response
+    # the client closed a stream on purpose after some events (a client abort): its own
+    # decision, not a failure of the system; what the system does after it is judged elsewhere
+    HUNG_UP = "hung_up"
 
 
 class Phase(enum.StrEnum):

@@ -25,6 +25,7 @@ __all__ = [
     "DECODE_UNSTAGED",
     "ENGINE_QUEUES",
     "HOPS",
+    "KV_IN_USE",
     "Hop",
     "Metric",
     "PIPELINE",
@@ -164,3 +165,6 @@ ENGINE_QUEUES: tuple[Metric, ...] = tuple(
 ROUTER_INFLIGHT: tuple[Metric, ...] = tuple(
     Metric(h.service, g) for h in PIPELINE if h.service == "router" for g in h.gauges
 )
+# KV tokens held for requests on each engine (SGLang counts its radix cache's evictable
+# tokens as free): back to its baseline once the engines are quiet, or KV leaked
+KV_IN_USE: tuple[Metric, ...] = (Metric("prefill", "num_used_tokens"), Metric("decode", "num_used_tokens"))

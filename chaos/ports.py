@@ -30,6 +30,7 @@ BASES = {
     "conform": 24000,  # pdchaos conform: pdsim here, the real engine 100 above
     "mutants": 25000,  # pdchaos mutants: one RUN_STRIDE per concurrent run
     "explore": 28000,  # pdchaos explore: one run at a time
+    "bench-explore": 29500,  # bench/explore_finds.py: one explore at a time
 }
 
 

@@ -3,11 +3,13 @@ and results classified as data. The end-to-end run on a stack is in test_explore
 
 from __future__ import annotations
 
+import argparse
 import ast
 
 import pytest
 
 from chaos.errors import ConfigError
+from chaos.explore.command import add_parser
 from chaos.explore.known import known_for
 from chaos.explore.render import function_name, render
 from chaos.explore.run import Budget, Signature, classify
@@ -71,6 +73,25 @@ def test_a_rendered_step_starts_its_load_and_heals_after_it():
     assert "judge_universal(scenario, d, baseline=True, conversations=True)" in text
     assert "settle_universal(scenario, bounds)" in text
     assert "return 1  #" in text  # the seed is pinned in the file
+
+
+def test_impatient_clients_hang_up_inside_their_own_block_and_fire_nothing_else():
+    drawn = [st for e in range(200) for st in generate(9, e, "embedded", ALL).steps]
+    assert any(st.load.shape == "impatient" for st in drawn)
+    assert all(st.strike is None for st in drawn if st.load.shape == "impatient")
+    s = Schedule(1, 0, "embedded", (Step(Load("impatient", 4, words=10, max_tokens=200)),))
+    text = render(s)
+    assert 'with faults.by_clients("4 streams hung up after 2 events"):\n        workload.background(' in text
+    assert "hang_up_after=2).join()" in text
+    assert "settle_universal(scenario, bounds)" in text  # the hang-ups healed: recovery and quiet judged
+
+
+def test_load_alone_is_bracketed_as_the_clients_own_and_judged_quiet():
+    s = Schedule(1, 0, "embedded", (Step(Load("unservable", 1)), Step(Load("burst", 6, words=200, max_tokens=200))))
+    text = render(s)
+    assert 'with faults.by_clients("load alone, no fault"):\n        load1 = workload.background(' in text
+    assert "Phase.AFTER" not in text  # inside the block: no load is taken for after a fault
+    assert "quiet_universal(scenario, bounds)" in text and "settle_universal" not in text.split("def test_")[1]
 
 
 @pytest.mark.parametrize(
@@ -168,3 +189,13 @@ def test_a_known_issue_explains_only_its_own_schedule_and_evidence():
     assert known_for(killed, _verdict("charged_only_where_struck", struck=["decode"]), ALL) is not None
     assert known_for(killed, _verdict("charged_only_where_struck", struck=[]), ALL) is None  # no engine struck
     assert classify(frozen, _result("failed", hung), ALL, rc=1)[0] == "known"
+
+
+def test_a_shrink_budget_is_a_time_never_silently_a_default():
+    ap = argparse.ArgumentParser()
+    add_parser(ap.add_subparsers())
+    assert ap.parse_args(["explore", "--shrink-budget", "12"]).shrink_budget == 12.0  # seconds
+    assert ap.parse_args(["explore", "--shrink-budget", "2m"]).shrink_budget == 120.0
+    assert ap.parse_args(["explore"]).shrink_budget == 300.0
+    with pytest.raises(SystemExit):
+        ap.parse_args(["explore", "--shrink-budget", "ten"])

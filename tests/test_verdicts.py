@@ -98,6 +98,15 @@ def test_failed_requests_are_clean(bad):
     assert status(check, late) is v.Status.FAIL
 
 
+def test_a_stream_its_client_hung_up_on_is_not_a_failure():
+    h = History()
+    fault(h, 1.0, 2.0)
+    op(h, "a", 0, 1.5, Outcome.HUNG_UP)
+    op(h, "b", 0, 1.5, Outcome.CLEAN_ERROR)
+    judged = v.failed_requests_are_clean()(h)
+    assert judged.status is v.Status.PASS and judged.evidence.values["failures"] == 1
+
+
 def test_watchdog_fired():
     check = v.watchdog_fired("inflight", Metric("prefill", "fails"), timeout_s=4, slack_s=1)
     on_time, never, early = History(), History(), History()

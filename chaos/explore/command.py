@@ -11,6 +11,7 @@ from pathlib import Path
 from chaos.errors import ConfigError
 from chaos.explore.run import Budget, Explorer, explore
 from chaos.ports import BASES, ephemeral_overlap
+from chaos.soak import parse_duration
 from chaos.targets.registry import TARGETS, TargetChoice
 
 __all__ = ["add_parser", "run"]
@@ -23,9 +24,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", choices=TARGETS, default="embedded", help="where to explore (default embedded)")
     p.add_argument("--seed", type=int, default=1, help="the schedules' seed: the same seed draws the same episodes")
     p.add_argument("--budget", default="10m", help="a time (90s, 10m, 1h) or a number of episodes (default 10m)")
-    p.add_argument("--shrink-budget", default="5m", help="time to shrink each find (default 5m)")
+    p.add_argument(
+        "--shrink-budget",
+        type=_duration,
+        default="5m",
+        help="time to shrink each find: 90s, 5m, or plain seconds (default 5m)",
+    )
     p.add_argument("--reruns", type=int, default=5, help="runs of each reproducer to measure its rate (default 5)")
     p.add_argument("--max-steps", type=int, default=3, help="steps of a drawn schedule at most (default 3)")
+    p.add_argument("--until-found", action="store_true", help="stop after the first find (bench/explore_finds.py)")
     p.add_argument("--defects", default="", help="pdsim defects to plant (PDSIM_DEFECTS), to test explore itself")
     p.add_argument("--out", type=Path, help="report folder (default reports/explore-<time>)")
     p.add_argument("--stack-file", type=Path, help="with --target attach: the deployment's stack file")
@@ -35,10 +42,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port-base", type=int, default=BASES["explore"], help=f"first port (default {BASES['explore']})")
 
 
+def _duration(text: str) -> float:
+    """A time for argparse: its own error (exit 2) for one that is not, never a default."""
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def run(args: argparse.Namespace) -> int:
     if warning := ephemeral_overlap(args.port_base):
         print(f"pdchaos: warning: {warning}")
-    shrink_s = Budget.parse(args.shrink_budget).seconds
     out = (args.out or Path("reports") / f"explore-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     out.mkdir(parents=True, exist_ok=True)
     try:
@@ -51,9 +65,10 @@ def run(args: argparse.Namespace) -> int:
     episodes, finds = explore(
         explorer,
         Budget.parse(args.budget),
-        shrink_budget_s=shrink_s if shrink_s is not None else 300.0,
+        shrink_budget_s=args.shrink_budget,
         reruns=args.reruns,
         max_steps=args.max_steps,
+        until_found=args.until_found,
         say=lambda line: print(line, flush=True),
     )
     print((out / "explore.md").read_text())

@@ -7,10 +7,24 @@ from chaos import verdicts as v
 from chaos.bounds import Bounds
 from chaos.client import Deadlines
 from chaos.history import Outcome, Phase
-from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.pipeline import (
+    DECODE_TRANSFER_FAILED,
+    ENGINE_QUEUES,
+    KV_IN_USE,
+    PREFILL_BOOTSTRAP_FAILED,
+    PREFILL_TRANSFER_FAILED,
+    ROUTER_INFLIGHT,
+)
 from chaos.scenario import Scenario
 
-__all__ = ["CUT_BY", "deadlines", "judge_universal", "settle_universal"]
+__all__ = ["CUT_BY", "FAILURE_COUNTERS", "QUIET", "deadlines", "judge_universal", "quiet_universal", "settle_universal"]
+
+# What must be back at its baseline once the stack is quiet: the engines' queues, the KV
+# tokens they hold for requests, the router's in-flight requests
+QUIET = ENGINE_QUEUES + KV_IN_USE + ROUTER_INFLIGHT
+# The engines' timeouts' failure counters: only a fault can give a timeout cause to fire (a
+# client's hang-up aborts a transfer, and SGLang counts that a transfer failure too)
+FAILURE_COUNTERS = (PREFILL_BOOTSTRAP_FAILED, PREFILL_TRANSFER_FAILED, DECODE_TRANSFER_FAILED)
 
 # How a request may end when a fault strikes the client's own hop: nothing past a cut link, or
 # a dead router, can send the client an error, so these are the clean ends there (the same
@@ -55,6 +69,15 @@ def judge_universal(
 
 
 def settle_universal(scenario: Scenario, bounds: Bounds) -> None:
-    """After the faults healed: service recovers, nothing leaks in the engines' queues or
-    the router's in-flight gauges, and smg charged failures only where a fault struck."""
-    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
+    """After the faults healed: service recovers, nothing leaks (``QUIET``), and smg charged
+    failures only where a fault struck."""
+    scenario.settle(QUIET, within_s=bounds.quiet_s)
+
+
+def quiet_universal(scenario: Scenario, bounds: Bounds) -> None:
+    """After load alone (no fault, no client hanging up): no engine timeout fired
+    (``FAILURE_COUNTERS`` flat: queueing is not stuck), and what ``settle_universal``
+    judges: service, nothing leaked, and smg charged no worker (a refused request is the
+    client's error)."""
+    scenario.judge(*(v.counter_never_rises(c, why="load alone") for c in FAILURE_COUNTERS))
+    settle_universal(scenario, bounds)

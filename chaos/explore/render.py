@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from chaos.explore.schedule import Load, Schedule, Strike, client_hop
+from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, client_hop
 
 __all__ = ["render", "function_name"]
 
@@ -23,7 +23,7 @@ def function_name(schedule: Schedule) -> str:
 
 def _texts(schedule: Schedule, k: int, load: Load) -> str:
     """The load's bodies, the same in its baseline and its run: equal contexts, equal replies."""
-    stream = load.shape != "requests"
+    stream = load.shape != "requests"  # an impatient client hangs up on a stream
     return (
         f'[workload.chat(f"{schedule.name()} load{k} #{{i}}: " + "river " * {load.words}, '
         f"max_tokens={load.max_tokens}, ignore_eos=True, stream={stream}) for i in range({load.count})]"
@@ -42,6 +42,8 @@ def _send(schedule: Schedule, k: int, load: Load, *, faulted: bool) -> str:
         )
     if load.shape == "unservable":  # over every model's context: refused, never served
         return f'workload.background([workload.chat("word " * 70_000, max_tokens=2)], deadlines=d{phase})'
+    if load.shape == "impatient":  # the clients' own fault: hung up mid-stream
+        return f"workload.background({_texts(schedule, k, load)}, deadlines=d, hang_up_after={HANG_UP_AFTER})"
     interval = ", interval_s=0.05" if load.shape == "burst" else ""
     return f"workload.background({_texts(schedule, k, load)}, deadlines=d{interval}{phase})"
 
@@ -75,10 +77,11 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     its fault fired while the load runs (healed once the load has ended) and the same load
     sent again once healed (a fault may fail every request it meets; the replies after it
     must still equal the baseline's), then the universal invariants judged
-    (``chaos.explore.invariants``)."""
+    (``chaos.explore.invariants``): after faults, recovery and quiet; after load alone,
+    quiet and no timeout fired."""
     steps = schedule.steps
     baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
-    faults = any(s.strike for s in steps)
+    faults = any(s.strike or s.load.shape == "impatient" for s in steps)
     cut = client_hop(s.strike for s in steps if s.strike)
     body = ["d = deadlines(bounds)"]
     body.append(
@@ -88,17 +91,25 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         + (f', cut="{cut}")' if cut else ")")
     )
     body += baselines
+    run: list[str] = []
     for k, step in enumerate(steps, 1):
-        body.append(f"load{k} = {_send(schedule, k, step.load, faulted=step.strike is not None)}")
+        if step.load.shape == "impatient":  # sent inside its block: the hang-ups are the fault
+            run.append(f'with faults.by_clients("{step.load.count} streams hung up after {HANG_UP_AFTER} events"):')
+            run.append(f"    {_send(schedule, k, step.load, faulted=True)}.join()")
+            continue
+        run.append(f"load{k} = {_send(schedule, k, step.load, faulted=step.strike is not None or not faults)}")
         if step.strike:
-            body.append(f"with {_fault(step.strike)}:")
-            body.append(f"    load{k}.join()")
+            run.append(f"with {_fault(step.strike)}:")
+            run.append(f"    load{k}.join()")
             if _baseline(schedule, k, step.load):  # the same contexts once healed: replies to hold against the baseline
-                body.append(f"{_send(schedule, k, step.load, faulted=False)}.join()")
+                run.append(f"{_send(schedule, k, step.load, faulted=False)}.join()")
         else:
-            body.append(f"load{k}.join()")
+            run.append(f"load{k}.join()")
     if faults:
-        body.append("settle_universal(scenario, bounds)")
+        body += run + ["settle_universal(scenario, bounds)"]
+    else:  # the load is all the chaos there is: bracketed as the clients' own, as suites/test_overload.py does
+        body += ['with faults.by_clients("load alone, no fault"):', *("    " + line for line in run)]
+        body.append("quiet_universal(scenario, bounds)")
     doc = f"pd-chaos explore: seed {schedule.seed}, episode {schedule.episode}, target {schedule.target}."
     if note:
         doc += "\n\n" + textwrap.fill(note, 92)
@@ -106,7 +117,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     return (
         f'"""{doc}\n"""\n\n'
         "import pytest\n\n"
-        "from chaos.explore.invariants import deadlines, judge_universal, settle_universal\n"
+        "from chaos.explore.invariants import deadlines, judge_universal, quiet_universal, settle_universal\n"
         "from chaos.history import Phase\n\n"
         f"SCHEDULE = {schedule.as_json()!r}  # the data explore drew: chaos.explore.schedule.Schedule.from_json\n\n\n"
         '@pytest.fixture(scope="module")\n'

@@ -84,6 +84,7 @@ class Find:
     candidates: int
     reproduced: int
     reruns: int
+    after_s: float  # from explore's start until the episode that found it ended
 
 
 def classify(
@@ -174,10 +175,13 @@ def explore(
     shrink_budget_s: float,
     reruns: int = 5,
     max_steps: int = 3,
+    until_found: bool = False,
     say: Callable[[str], None] = print,
 ) -> tuple[list[Episode], list[Find]]:
-    """Episodes of ``explorer.seed`` until ``budget`` is spent; each find shrunk (within
-    ``shrink_budget_s``), written as a reproducer and re-run ``reruns`` times."""
+    """Episodes of ``explorer.seed`` until ``budget`` is spent (or, ``until_found``, the
+    first find); each find shrunk (within ``shrink_budget_s``), written as a reproducer and
+    re-run ``reruns`` times. The budget bounds the start of the last episode; a find's
+    shrinking and reruns may run past it."""
     started = time.monotonic()
     episodes: list[Episode] = []
     finds: list[Find] = []
@@ -192,6 +196,7 @@ def explore(
             continue
         target = new[0]
         seen.add(target)
+        after_s = round(time.monotonic() - started, 1)
 
         tried_n = itertools.count(1)
 
@@ -200,10 +205,14 @@ def explore(
 
         small, tried = shrink(schedule, still_fails, budget_s=shrink_budget_s)
         again = sum(target in explorer.run(small, folder="reruns", tag=f"_r{i}").signatures() for i in range(reruns))
-        find = Find(ep, target, Path(), small, tried, again, reruns)
+        find = Find(ep, target, Path(), small, tried, again, reruns, after_s)
         find.reproducer = _reproducer(explorer, find)
         finds.append(find)
-        say(f"found {target}: reproducer {find.reproducer} ({again} of {reruns} reruns fail the same way)")
+        say(
+            f"found {target} after {after_s:.0f} s: reproducer {find.reproducer} ({again} of {reruns} reruns fail the same way)"
+        )
+        if until_found:
+            break
     _write_summary(explorer, episodes, finds)
     return episodes, finds
 
@@ -231,7 +240,9 @@ def _write_summary(explorer: Explorer, episodes: list[Episode], finds: list[Find
         "finds": [
             {
                 "invariant": str(f.signature),
+                "kind": f.signature.kind,
                 "episode": f.episode.schedule.episode,
+                "after_s": f.after_s,
                 "reproducer": str(f.reproducer),
                 "steps": [len(f.episode.schedule.steps), len(f.shrunk.steps)],
                 "shrink_runs": f.candidates,

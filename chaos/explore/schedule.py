@@ -14,7 +14,8 @@ from chaos.targets.base import Capability
 __all__ = ["LOADS", "Load", "Schedule", "Step", "Strike", "client_hop", "generate", "strikes_for"]
 
 # What an episode's loads look like; each renders to one workload call (``chaos.explore.render``).
-LOADS = ("conversation", "streams", "requests", "burst", "unservable")
+LOADS = ("conversation", "streams", "requests", "burst", "unservable", "impatient")
+HANG_UP_AFTER = 2  # events an impatient client reads before it hangs up
 TRIGGERS = ("now", "at_prefill", "at_decode")  # when a fault fires: at once, or once an engine holds requests
 
 
@@ -120,13 +121,16 @@ def _load(rng: random.Random, *, held: bool) -> Load:
         return Load(shape, rng.randint(1, 3), rounds=rounds, words=words, max_tokens=64 if held else 8)
     if shape == "unservable":
         return Load(shape, 1)
+    if shape == "impatient":  # streams hung up mid-way: an abort storm when many
+        return Load(shape, rng.randint(2, 12), words=rng.choice((10, 200)), max_tokens=200)
     tokens = 200 if held else rng.choice((8, 200))
     return Load(shape, rng.randint(2, 6), words=rng.choice((10, 200)), max_tokens=tokens)
 
 
 def generate(seed: int, episode: int, target: str, caps: Collection[Capability], *, max_steps: int = 3) -> Schedule:
     """Episode ``episode`` of ``seed``: one to ``max_steps`` steps, each, three times in
-    four, a fault the target supports on a drawn trigger, and a load."""
+    four, a fault the target supports on a drawn trigger, and a load. Impatient clients
+    are their own fault: their step fires no other."""
     rng = random.Random(f"pd-chaos explore {seed}:{episode}")
     menu = strikes_for(caps)
     steps = []
@@ -138,6 +142,8 @@ def generate(seed: int, episode: int, target: str, caps: Collection[Capability],
         load = _load(rng, held=strike is not None and strike.trigger != "now")
         if load.shape == "unservable" and strike is not None:  # no engine ever holds it
             strike = replace(strike, trigger="now")
+        if load.shape == "impatient":
+            strike = None
         steps.append(Step(load, strike))
     return Schedule(seed, episode, target, tuple(steps))
 

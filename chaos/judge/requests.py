@@ -43,9 +43,10 @@ def failed_requests_are_clean(
     h: History, *, within_s: float | None = None, since: Since = Since.FAULT, phase: Phase | None = None
 ) -> Finding:
     """Every request that did not succeed failed cleanly (error status or SSE error/abort),
-    and, with ``within_s``, no later than that after ``since`` (or its own invoke, if later)."""
+    and, with ``within_s``, no later than that after ``since`` (or its own invoke, if later).
+    A stream its client hung up on purpose (``hung_up``) did not fail: it is not judged here."""
     since = Since(since)
-    ops = [o for o in completed(h, phase) if o.outcome is not Outcome.OK]
+    ops = [o for o in completed(h, phase) if o.outcome not in (Outcome.OK, Outcome.HUNG_UP)]
     unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
     if unclean:
         return naming(

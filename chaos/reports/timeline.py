@@ -22,6 +22,7 @@ COLORS = {
     Outcome.STALLED: "#c62828",
     Outcome.CLIENT_TIMEOUT: "#d84315",
     Outcome.CONNECTION_ERROR: "#455a64",
+    Outcome.HUNG_UP: "#90a4ae",
     None: "#000000",
 }
 
