@@ -68,6 +68,19 @@ class Deadlines:
         return self.total_s + CLOSE_S
 
 
+def asked_of(body: dict[str, Any]) -> dict[str, Any]:
+    """What a request body asks about its reply's end, as ``Invoke``'s fields: the OpenAI
+    endpoints' ``max_tokens`` (or ``max_completion_tokens``), SGLang's native
+    ``sampling_params.max_new_tokens``; ``ignore_eos``; a ``stop`` or ``stop_token_ids``."""
+    params = body.get("sampling_params") or body
+    limit = params.get("max_new_tokens", params.get("max_tokens", params.get("max_completion_tokens")))
+    return dict(
+        max_tokens=limit if isinstance(limit, int) else None,
+        ignore_eos=bool(params.get("ignore_eos")),
+        stops=bool(params.get("stop") or params.get("stop_token_ids")),
+    )
+
+
 def context_of(request: dict[str, Any]) -> str:
     """A digest of everything a request says that decides its reply: equal contexts must
     get equal replies (``replies_match_baseline``)."""
@@ -144,7 +157,7 @@ class _Parse:
             self.completion_tokens = meta.get("completion_tokens", self.completion_tokens)
             fr = meta.get("finish_reason")
             if fr:
-                self.finish = fr
+                self.finish = fr.get("type", "")
                 if fr.get("type") == "abort":
                     self.error = str(fr.get("message", "abort"))
             return
@@ -170,7 +183,13 @@ class _Parse:
 
     def end(self, status: int, *, stream: bool) -> dict[str, Any]:
         return ending(
-            self.outcome(stream=stream), status, self.text, self.error, self.prompt_tokens, self.completion_tokens
+            self.outcome(stream=stream),
+            status,
+            self.text,
+            self.error,
+            self.prompt_tokens,
+            self.completion_tokens,
+            finish=str(self.finish or ""),
         )
 
 
@@ -181,6 +200,8 @@ def ending(
     error: str = "",
     prompt_tokens: int | None = None,
     completion_tokens: int | None = None,
+    *,
+    finish: str = "",
 ) -> dict[str, Any]:
     """A request's ending, as ``Complete``'s fields."""
     return dict(
@@ -190,6 +211,7 @@ def ending(
         error=error,
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
+        finish=finish,
     )
 
 
@@ -236,7 +258,19 @@ class Client:
         stream = bool(body.get("stream"))
         context = context_of({k: v for k, v in body.items() if k != "stream"})
         self.history.append(
-            Invoke(self.history.now(), time.time(), op, path, stream, agent, round, context, phase, workload)
+            Invoke(
+                self.history.now(),
+                time.time(),
+                op,
+                path,
+                stream,
+                agent,
+                round,
+                context,
+                phase,
+                workload,
+                **asked_of(body),
+            )
         )
         with waiting(f"{op} {path} to end (its client deadline)", self.deadlines.ends_within_s):
             end, first_byte = self._run(op, path, body, stream, hang_up_after)

@@ -89,6 +89,11 @@ class Invoke:
     context: str = ""  # digest of everything sent: equal contexts must give equal replies
     phase: Phase = Phase.DERIVED
     workload: str = ""  # the workload that sent it, e.g. "conversations#2": its phase is the workload's
+    # what the request asked of the engine about its reply's end (``chaos.client.asked_of``):
+    # the tokens it may have, whether the model's end-of-sequence may end it, a stop condition
+    max_tokens: int | None = None
+    ignore_eos: bool = False
+    stops: bool = False
     kind: str = "invoke"
 
     def __post_init__(self) -> None:
@@ -115,6 +120,7 @@ class Complete:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     first_byte_t: float | None = None
+    finish: str = ""  # the finish reason the reply gave (stop, length, abort), "" if none
     kind: str = "complete"
 
     @property

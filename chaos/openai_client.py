@@ -62,7 +62,11 @@ class OpenAIClient:
         op = f"oa{next(self._ids)}"
         messages = [{"role": "user", "content": text}]
         context = context_of({"messages": messages, "max_tokens": max_tokens, "client": "openai"})
-        self.history.append(Invoke(self.history.now(), time.time(), op, PATH, stream, "", -1, context, phase, workload))
+        self.history.append(
+            Invoke(
+                self.history.now(), time.time(), op, PATH, stream, "", -1, context, phase, workload, max_tokens, True
+            )
+        )
         end, first_byte = self._run(op, messages, max_tokens, stream)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
 
@@ -117,12 +121,24 @@ class OpenAIClient:
             return _end(
                 Outcome.TRUNCATED, status=200, reply=text, usage=usage, error="ended without a finish_reason"
             ), first_byte
-        return _end(Outcome.OK, status=200, reply=text, usage=usage), first_byte
+        return _end(Outcome.OK, status=200, reply=text, usage=usage, finish=finish), first_byte
 
 
 def _end(
-    outcome: Outcome, *, status: int | None = None, reply: str = "", error: str = "", usage: Any = None
+    outcome: Outcome,
+    *,
+    status: int | None = None,
+    reply: str = "",
+    error: str = "",
+    usage: Any = None,
+    finish: str | None = None,
 ) -> dict[str, Any]:
     return ending(
-        outcome, status, reply, error, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+        outcome,
+        status,
+        reply,
+        error,
+        getattr(usage, "prompt_tokens", None),
+        getattr(usage, "completion_tokens", None),
+        finish=finish or "",
     )

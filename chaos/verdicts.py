@@ -12,7 +12,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 |---|---|
 | ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in |
 | ``judge.conversations`` | context_grows |
-| ``judge.replies`` | replies_match_baseline |
+| ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
 | ``judge.gauges`` | no_leak |
 | ``judge.recovery`` | recovers |
@@ -45,7 +45,7 @@ from chaos.judge.logs import receptions
 from chaos.judge.model import Evidence, Finding, Role, Status, Verdict, failed, met, passed, unknown, unmet
 from chaos.judge.premises import ended_as, open_at_fault, requests_affected
 from chaos.judge.recovery import recovers
-from chaos.judge.replies import replies_match_baseline
+from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
 from chaos.judge.requests import every_request_terminal, failed_requests_are_clean, outcomes_in
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "expect",
     "failed",
     "failed_requests_are_clean",
+    "finish_reasons_tell_the_truth",
     "health_tells_truth",
     "met",
     "no_leak",

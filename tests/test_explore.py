@@ -10,11 +10,13 @@ import pytest
 
 from chaos.errors import ConfigError
 from chaos.explore.command import add_parser
+from chaos.explore.invariants import CUT_BY
 from chaos.explore.known import known_for
 from chaos.explore.render import function_name, render
 from chaos.explore.run import Budget, Signature, classify
 from chaos.explore.schedule import Load, Schedule, Step, Strike, generate, strikes_for
 from chaos.explore.shrink import candidates, shrink
+from chaos.history import Outcome
 from chaos.judge.model import Evidence, Role, Status
 from chaos.results import JudgedVerdict, TestResult
 from chaos.targets.base import REAL_SGLANG, Capability
@@ -199,3 +201,7 @@ def test_a_shrink_budget_is_a_time_never_silently_a_default():
     assert ap.parse_args(["explore"]).shrink_budget == 300.0
     with pytest.raises(SystemExit):
         ap.parse_args(["explore", "--shrink-budget", "ten"])
+
+
+def test_a_client_may_hang_up_whatever_cuts_its_hop():
+    assert all(Outcome.HUNG_UP in ends for ends in CUT_BY.values())  # found by the bench: impatient beside a cut

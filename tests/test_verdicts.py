@@ -10,6 +10,7 @@ from typing import Callable, cast
 import pytest
 
 from chaos import verdicts as v
+from chaos.client import asked_of
 from chaos.growth import CHECKPOINT, Limit
 from chaos.history import (
     Chunk,
@@ -732,3 +733,40 @@ def test_the_documented_new_verdict_runs_and_judges():
     judged = check(slow)
     assert judged.status is v.Status.FAIL and judged.evidence.ops == ("a",) and judged.evidence.values["worst_s"] == 2.5
     assert status(check, none) is v.Status.UNKNOWN
+
+
+def _finished(h: History, name: str, *, asked: int, got: int, finish: str, ignore_eos: bool = True, stops=False):
+    h.append(Invoke(0.0, 0.0, name, "/v1/chat/completions", True, max_tokens=asked, ignore_eos=ignore_eos, stops=stops))
+    h.append(Complete(1.0, 0.0, name, Outcome.OK, 200, "", "text", 5, got, finish=finish))
+
+
+@pytest.mark.parametrize(
+    ("asked", "got", "finish", "ignore_eos", "stops", "truthful"),
+    [
+        (8, 8, "length", True, False, True),
+        (8, 5, "length", True, False, False),  # cut short, and called "length"
+        (8, 5, "stop", True, False, False),  # nothing could stop it
+        (8, 5, "stop", False, False, True),  # the model's end of sequence may
+        (8, 5, "stop", True, True, True),  # a stop string may
+        (8, 9, "length", True, False, False),  # more than asked for
+    ],
+)
+def test_finish_reasons_tell_the_truth(asked, got, finish, ignore_eos, stops, truthful):
+    h = History()
+    _finished(h, "a", asked=asked, got=got, finish=finish, ignore_eos=ignore_eos, stops=stops)
+    judged = v.finish_reasons_tell_the_truth()(h)
+    assert judged.status is (v.Status.PASS if truthful else v.Status.FAIL), judged.message
+
+
+def test_finish_reasons_unjudged_without_token_counts_are_unknown_not_passed():
+    h = History()
+    op(h, "a", 0, 1.0)  # no max_tokens recorded
+    assert v.finish_reasons_tell_the_truth()(h).status is v.Status.UNKNOWN
+    assert v.finish_reasons_tell_the_truth()(History()).status is v.Status.UNKNOWN
+
+
+def test_what_a_request_asked_of_its_end_is_read_from_each_endpoints_body():
+    assert asked_of({"max_tokens": 8, "ignore_eos": True}) == dict(max_tokens=8, ignore_eos=True, stops=False)
+    assert asked_of({"max_completion_tokens": 4, "stop": ["\n"]})["stops"] is True
+    native = {"text": "hi", "sampling_params": {"max_new_tokens": 16, "stop_token_ids": [2]}}
+    assert asked_of(native) == dict(max_tokens=16, ignore_eos=False, stops=True)

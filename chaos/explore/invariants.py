@@ -30,12 +30,12 @@ FAILURE_COUNTERS = (PREFILL_BOOTSTRAP_FAILED, PREFILL_TRANSFER_FAILED, DECODE_TR
 # a dead router, can send the client an error, so these are the clean ends there (the same
 # sets suites/test_proxy_wedge.py and suites/test_router_restart.py judge). A router drained by
 # SIGTERM still finishes what it holds: only requests sent once its port is dark may fail.
+# Whatever the cut, a client may hang up on purpose (an impatient load in the same phase).
+_CLIENT = frozenset({Outcome.CLEAN_ERROR, Outcome.HUNG_UP})
 CUT_BY: dict[str, frozenset[Outcome]] = {
-    "link": frozenset(
-        {Outcome.CLEAN_ERROR, Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.STALLED}
-    ),
-    "router_killed": frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED}),
-    "router_drained": frozenset({Outcome.CLEAN_ERROR, Outcome.CONNECTION_ERROR}),
+    "link": _CLIENT | {Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.STALLED},
+    "router_killed": _CLIENT | {Outcome.CONNECTION_ERROR, Outcome.TRUNCATED},
+    "router_drained": _CLIENT | {Outcome.CONNECTION_ERROR},
 }
 
 
@@ -50,8 +50,9 @@ def judge_universal(
 ) -> None:
     """Every request ends within its client's deadline; every failure is clean (while a
     fault ``cut`` the client's hop, every failure during it ends as ``CUT_BY[cut]`` allows);
-    with a baseline, every successful reply equals its context's fault-free reply; with
-    multi-round conversations, no turn is dropped."""
+    with a baseline (so that some replies succeed), every successful reply equals its
+    context's fault-free reply and says truthfully why it ended; with multi-round
+    conversations, no turn is dropped."""
     checks = [v.every_request_terminal(within_s=d.ends_within_s)]
     if cut is None:
         checks.append(v.failed_requests_are_clean())
@@ -62,7 +63,7 @@ def judge_universal(
             v.failed_requests_are_clean(phase=Phase.AFTER),
         ]
     if baseline:
-        checks.append(v.replies_match_baseline())
+        checks += [v.replies_match_baseline(), v.finish_reasons_tell_the_truth()]
     if conversations:
         checks.append(v.context_grows())
     scenario.judge(*checks)

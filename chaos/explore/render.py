@@ -22,11 +22,13 @@ def function_name(schedule: Schedule) -> str:
 
 
 def _texts(schedule: Schedule, k: int, load: Load) -> str:
-    """The load's bodies, the same in its baseline and its run: equal contexts, equal replies."""
+    """The load's bodies, the same in its baseline and its run: equal contexts, equal replies.
+    A stream asks for its usage, so that its finish reason can be held against its tokens."""
     stream = load.shape != "requests"  # an impatient client hangs up on a stream
+    usage = ', stream_options={"include_usage": True}' if stream else ""
     return (
         f'[workload.chat(f"{schedule.name()} load{k} #{{i}}: " + "river " * {load.words}, '
-        f"max_tokens={load.max_tokens}, ignore_eos=True, stream={stream}) for i in range({load.count})]"
+        f"max_tokens={load.max_tokens}, ignore_eos=True, stream={stream}{usage}) for i in range({load.count})]"
     )
 
 

@@ -1,13 +1,14 @@
-"""Whether replies are right: each equals the fault-free baseline's reply to its context."""
+"""Whether replies are right: each equals the fault-free baseline's reply to its context,
+and each says truthfully why it ended."""
 
 from __future__ import annotations
 
-from chaos.history import History, Outcome, Phase
+from chaos.history import Done, History, Outcome, Phase
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.judge.ops import completed, label
+from chaos.judge.ops import completed, label, naming
 
-__all__ = ["replies_match_baseline"]
+__all__ = ["finish_reasons_tell_the_truth", "replies_match_baseline"]
 
 
 def _divergence(got: str, want: str) -> tuple[int, str]:
@@ -36,3 +37,49 @@ def replies_match_baseline(h: History, *, baseline_phase: Phase = Phase.BASELINE
             first_difference_at=[at for _, _, (at, _) in wrong[:8]],
         )
     return passed(f"{len(pairs)} replies equal the baseline", of=len(pairs))
+
+
+def _finish_lie(o: Done) -> str:
+    """What a successful reply's finish reason claims that its token count belies ("" if
+    nothing): ``length`` short of ``max_tokens``; ``stop`` short of it where nothing could
+    stop it (``ignore_eos`` and no stop condition: SGLang then checks no stop token); more
+    tokens than asked for."""
+    n, m, fin = o.complete.completion_tokens, o.invoke.max_tokens, o.complete.finish
+    if n is None or m is None:
+        return ""
+    if n > m:
+        return f"{n} tokens, {m} asked for"
+    if fin == "length" and n < m:
+        return f"finish 'length' at {n} of {m} tokens"
+    if fin == "stop" and n < m and o.invoke.ignore_eos and not o.invoke.stops:
+        return f"finish 'stop' at {n} of {m} tokens, with ignore_eos and no stop condition"
+    return ""
+
+
+@verdict(lambda phase=None, **_: "finish_reasons_tell_the_truth" + (f"({Phase(phase).value})" if phase else ""))
+def finish_reasons_tell_the_truth(h: History, *, phase: Phase | None = None) -> Finding:
+    """Every successful reply's finish reason agrees with its token count: a reply cut short
+    and called finished (``length`` before its ``max_tokens``, ``stop`` where nothing could
+    stop it) is a failure the client cannot see, not a success. Replies that gave no token
+    count are not judged, and are counted."""
+    ops = [o for o in completed(h, phase) if o.outcome is Outcome.OK]
+    if not ops:
+        return unknown("no request succeeded")
+    checked = [o for o in ops if o.complete.completion_tokens is not None and o.invoke.max_tokens is not None]
+    if not checked:
+        return unknown(f"none of {len(ops)} successful replies gave its token count and its max_tokens")
+    lies = [o for o in checked if _finish_lie(o)]
+    if lies:
+        return naming(
+            lies,
+            len(checked),
+            "finish reasons do not agree with their token counts",
+            lambda o: f"{label(o)}: {_finish_lie(o)}",
+            finishes=sorted({o.complete.finish for o in lies}),
+        )
+    return passed(
+        f"{len(checked)} finish reasons agree with their token counts"
+        + (f" ({len(ops) - len(checked)} replies gave no count)" if len(ops) > len(checked) else ""),
+        of=len(checked),
+        unchecked=len(ops) - len(checked),
+    )
