@@ -10,7 +10,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 
 | module | verdicts |
 |---|---|
-| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in |
+| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body |
 | ``judge.conversations`` | context_grows |
 | ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
@@ -46,7 +46,7 @@ from chaos.judge.model import Evidence, Finding, Role, Status, Verdict, failed, 
 from chaos.judge.premises import ended_as, open_at_fault, requests_affected
 from chaos.judge.recovery import recovers
 from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
-from chaos.judge.requests import every_request_terminal, failed_requests_are_clean, outcomes_in
+from chaos.judge.requests import every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body
 
 __all__ = [
     "Check",
@@ -85,6 +85,7 @@ __all__ = [
     "replies_match_baseline",
     "requests_affected",
     "require",
+    "status_agrees_with_body",
     "unknown",
     "unmet",
     "verdict",

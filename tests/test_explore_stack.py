@@ -10,10 +10,10 @@ from chaos.explore.schedule import Load, Step
 from chaos.targets.base import Capability
 from tests.ports import port_base
 
-# Seed 21's episode 0 on embedded: a 3-round conversation of 2 agents at 120 words a round,
-# then 2 plain requests, no fault. pdsim's context_truncation drops the oldest turns beyond
-# 200 tokens, so the third round's prompt is no longer than the second's: context_grows fails.
-SEED = 21
+# Seed 322's episode 0 on embedded: a 4-round conversation of 3 agents at 120 words a round,
+# no fault (load alone). pdsim's context_truncation drops the oldest turns beyond 200 tokens,
+# so the third round's prompt is no longer than the second's: context_grows fails.
+SEED = 322
 
 
 def test_explore_finds_a_planted_defect_and_shrinks_it(tmp_path, pytestconfig):
@@ -31,7 +31,7 @@ def test_explore_finds_a_planted_defect_and_shrinks_it(tmp_path, pytestconfig):
     assert [ep.state for ep in episodes] == ["found"], lines
     (find,) = finds
     assert find.signature.kind == "context_grows"
-    # the plain requests go, and one agent is enough; the three long rounds stay (fewer do not truncate)
+    # one agent is enough, and three long rounds (fewer do not truncate)
     assert find.shrunk.steps == (Step(Load("conversation", 1, rounds=3, words=120, max_tokens=8)),)
     assert find.reproduced == 1, lines
     assert find.reproducer.exists() and "context_grows" in find.reproducer.read_text()

@@ -770,3 +770,26 @@ def test_what_a_request_asked_of_its_end_is_read_from_each_endpoints_body():
     assert asked_of({"max_completion_tokens": 4, "stop": ["\n"]})["stops"] is True
     native = {"text": "hi", "sampling_params": {"max_new_tokens": 16, "stop_token_ids": [2]}}
     assert asked_of(native) == dict(max_tokens=16, ignore_eos=False, stops=True)
+
+
+@pytest.mark.parametrize(
+    ("stream", "outcome", "status", "finish", "reply", "agrees"),
+    [
+        (False, Outcome.CLEAN_ERROR, 500, "", "", True),  # an error status: the body's error agrees
+        (False, Outcome.CLEAN_ERROR, 200, "", "", False),  # an error body under a 200
+        (False, Outcome.CLEAN_ERROR, 200, "abort", "", True),  # SGLang's graceful abort says so
+        (True, Outcome.CLEAN_ERROR, 200, "", "", True),  # a stream fails by an event after its 200
+        (False, Outcome.OK, 200, "length", "", False),  # a success with no content, tokens counted
+        (False, Outcome.OK, 200, "length", "text", True),
+    ],
+)
+def test_status_agrees_with_body(stream, outcome, status, finish, reply, agrees):
+    h = History()
+    h.append(Invoke(0.0, 0.0, "a", "/v1/chat/completions", stream, max_tokens=2))
+    h.append(
+        Complete(
+            1.0, 0.0, "a", outcome, status, "boom" if outcome is not Outcome.OK else "", reply, 5, 2, finish=finish
+        )
+    )
+    judged = v.status_agrees_with_body()(h)
+    assert judged.status is (v.Status.PASS if agrees else v.Status.FAIL), judged.message

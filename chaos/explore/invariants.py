@@ -48,12 +48,13 @@ def deadlines(bounds: Bounds) -> Deadlines:
 def judge_universal(
     scenario: Scenario, d: Deadlines, *, baseline: bool, conversations: bool, cut: str | None = None
 ) -> None:
-    """Every request ends within its client's deadline; every failure is clean (while a
+    """Every request ends within its client's deadline, with a status its body agrees with;
+    every failure is clean (while a
     fault ``cut`` the client's hop, every failure during it ends as ``CUT_BY[cut]`` allows);
     with a baseline (so that some replies succeed), every successful reply equals its
     context's fault-free reply and says truthfully why it ended; with multi-round
     conversations, no turn is dropped."""
-    checks = [v.every_request_terminal(within_s=d.ends_within_s)]
+    checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
     if cut is None:
         checks.append(v.failed_requests_are_clean())
     else:

@@ -11,11 +11,29 @@ from typing import Any, Collection, Iterable
 
 from chaos.targets.base import Capability
 
-__all__ = ["LOADS", "Load", "Schedule", "Step", "Strike", "client_hop", "generate", "strikes_for"]
+__all__ = [
+    "FAMILY_WEIGHTS",
+    "LOADS",
+    "Load",
+    "Schedule",
+    "Step",
+    "Strike",
+    "client_hop",
+    "family",
+    "generate",
+    "strikes_for",
+]
 
 # What an episode's loads look like; each renders to one workload call (``chaos.explore.render``).
-LOADS = ("conversation", "streams", "requests", "burst", "unservable", "impatient")
+# How often each is drawn: the loads that cross both engines most, the ones the engines serve;
+# a request that can never be served, or clients that hang up, less (each shows one thing)
+LOAD_WEIGHTS = {"conversation": 3, "streams": 3, "requests": 2, "burst": 2, "impatient": 1, "unservable": 1}
+LOADS = tuple(LOAD_WEIGHTS)
 HANG_UP_AFTER = 2  # events an impatient client reads before it hangs up
+# A fault is drawn by family first, then uniformly within it, so that a family with many
+# members (a link's five faults times four links) does not crowd out one with few: PD's own
+# windows (the engines' links, the engines themselves) most, the client's hop and aborts less.
+FAMILY_WEIGHTS = {"engine link": 4, "engine": 3, "client hop": 2, "abort": 1}
 TRIGGERS = ("now", "at_prefill", "at_decode")  # when a fault fires: at once, or once an engine holds requests
 
 
@@ -87,6 +105,15 @@ class Schedule:
         return f"s{self.seed}_e{self.episode}"
 
 
+def family(action: str, where: str) -> str:
+    """A fault's family (``FAMILY_WEIGHTS``): what it strikes."""
+    if action == "abort_all":
+        return "abort"
+    if where in ("router", "client_router"):
+        return "client hop"
+    return "engine" if where in ("prefill", "decode") else "engine link"
+
+
 def strikes_for(caps: Collection[Capability]) -> list[tuple[str, str, int]]:
     """Every (action, where, amount) the target can fire: process faults with process control,
     a link's faults where the target can break that link."""
@@ -115,7 +142,7 @@ def strikes_for(caps: Collection[Capability]) -> list[tuple[str, str, int]]:
 def _load(rng: random.Random, *, held: bool) -> Load:
     """A drawn load; ``held`` (a fault waits for an engine to hold it) asks for replies long
     enough for the 10 Hz sampler to see them there."""
-    shape = rng.choice(LOADS)
+    shape = rng.choices(LOADS, weights=[LOAD_WEIGHTS[s] for s in LOADS])[0]
     if shape == "conversation":
         rounds, words = rng.randint(2, 4), rng.choice((30, 120))
         return Load(shape, rng.randint(1, 3), rounds=rounds, words=words, max_tokens=64 if held else 8)
@@ -132,12 +159,16 @@ def generate(seed: int, episode: int, target: str, caps: Collection[Capability],
     four, a fault the target supports on a drawn trigger, and a load. Impatient clients
     are their own fault: their step fires no other."""
     rng = random.Random(f"pd-chaos explore {seed}:{episode}")
-    menu = strikes_for(caps)
+    families: dict[str, list[tuple[str, str, int]]] = {}
+    for item in strikes_for(caps):
+        families.setdefault(family(item[0], item[1]), []).append(item)
+    names = sorted(families)
     steps = []
     for _ in range(rng.randint(1, max_steps)):
         strike = None
-        if menu and rng.random() < 0.75:
-            action, where, amount = rng.choice(menu)
+        if families and rng.random() < 0.75:
+            drawn = rng.choices(names, weights=[FAMILY_WEIGHTS[n] for n in names])[0]
+            action, where, amount = rng.choice(families[drawn])
             strike = Strike(action, where, rng.choice(TRIGGERS), amount)
         load = _load(rng, held=strike is not None and strike.trigger != "now")
         if load.shape == "unservable" and strike is not None:  # no engine ever holds it

@@ -25,8 +25,8 @@ def completed(history: History, phase: Phase | None) -> list[Done]:
     return [Done(o.invoke, o.complete, o.chunks) for o in scope(history, phase) if o.complete is not None]
 
 
-def none_completed(phase: Phase) -> str:
-    return f"no request of phase {Phase(phase).value!r} completed"
+def none_completed(phase: Phase | None) -> str:
+    return "no request completed" if phase is None else f"no request of phase {Phase(phase).value!r} completed"
 
 
 def all_within(measured: Sequence[tuple[float, Op]], bound_s: float, *, over: str, each: str, shown: str) -> Finding:

@@ -1,14 +1,15 @@
-"""How requests ended: each one did, in time, and cleanly when it failed."""
+"""How requests ended: each one did, in time, cleanly when it failed, and with a status
+its body agrees with."""
 
 from __future__ import annotations
 
-from chaos.history import History, Outcome, Phase
+from chaos.history import Done, History, Outcome, Phase
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.judge.ops import completed, label, naming, scope
+from chaos.judge.ops import completed, label, naming, none_completed, scope
 
-__all__ = ["every_request_terminal", "failed_requests_are_clean", "outcomes_in"]
+__all__ = ["every_request_terminal", "failed_requests_are_clean", "outcomes_in", "status_agrees_with_body"]
 
 
 @verdict(lambda within_s, **_: f"every_request_terminal(within={within_s:g}s)")
@@ -88,3 +89,30 @@ def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None
     for o in ops:
         counts[o.outcome.value] = counts.get(o.outcome.value, 0) + 1
     return passed(f"failures: {counts or 'none'}", failures=counts)
+
+
+def _disagreement(o: Done) -> str:
+    """How a request's status and body contradict each other ("" if they agree): a plain
+    reply with a success status whose body is an error (not SGLang's graceful abort, which
+    says ``finish_reason: abort``); a success with no content though it counted tokens."""
+    c = o.complete
+    if not o.invoke.stream and o.outcome is Outcome.CLEAN_ERROR and c.status and 200 <= c.status < 300:
+        if c.finish != "abort":
+            return f"status {c.status} with an error body: {c.error[:80]}"
+    if o.outcome is Outcome.OK and not c.reply and (c.completion_tokens or 0) > 0:
+        return f"success with no content, yet {c.completion_tokens} completion tokens"
+    return ""
+
+
+@verdict(lambda phase=None, **_: "status_agrees_with_body" + (f"[{Phase(phase).value}]" if phase else ""))
+def status_agrees_with_body(h: History, *, phase: Phase | None = None) -> Finding:
+    """No request's status and body disagree: an error body under a 200 is a failure a client
+    that trusts the status takes for a reply, and a success missing its content is no
+    success. (A stream's error event after its 200 is how a stream fails: not judged here.)"""
+    ops = completed(h, phase)
+    if not ops:
+        return unknown(none_completed(phase))
+    bad = [o for o in ops if _disagreement(o)]
+    if bad:
+        return naming(bad, len(ops), "status and body disagree", lambda o: f"{label(o)}: {_disagreement(o)}")
+    return passed(f"{len(ops)} requests' statuses agree with their bodies", of=len(ops))
