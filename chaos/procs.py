@@ -18,7 +18,17 @@ from chaos.errors import TargetError
 from chaos.limits import waiting
 from chaos.wait import STATE_CHANGE_S, wait_until
 
-__all__ = ["ProcSpec", "alive", "proc_state", "run", "signal_group", "since_last_start", "spawn", "stop_group"]
+__all__ = [
+    "ProcSpec",
+    "alive",
+    "proc_state",
+    "run",
+    "signal_group",
+    "since_last_start",
+    "spawn",
+    "stop_group",
+    "stop_groups",
+]
 
 
 @dataclass(frozen=True)
@@ -119,12 +129,33 @@ def signal_group(pid: int, sig: signal.Signals) -> bool:
 
 def stop_group(pid: int, *, grace_s: float = 5.0) -> None:
     """SIGCONT (a frozen process cannot exit), SIGTERM, then SIGKILL after ``grace_s``."""
-    if not signal_group(pid, signal.SIGCONT):
-        proc_state(pid)  # reaps it if it was our child
-        return
-    signal_group(pid, signal.SIGTERM)
+    stop_groups([pid], grace_s=grace_s)
+
+
+def stop_groups(pids: Sequence[int], *, grace_s: float = 5.0) -> None:
+    """``stop_group`` for several process groups at once: all are signalled together and
+    share one grace, so a stack of four services stops in the slowest one's time, not in
+    the sum of them (a test's teardown took 3.2 s one after the other on embedded)."""
+    running = []
+    for pid in pids:
+        if signal_group(pid, signal.SIGCONT):
+            running.append(pid)
+        else:
+            proc_state(pid)  # reaps it if it was our child
+    for pid in running:
+        signal_group(pid, signal.SIGTERM)
     try:
-        wait_until(lambda: not alive(pid), timeout_s=grace_s, what=f"process {pid} exits after SIGTERM")
+        wait_until(
+            lambda: not any(alive(p) for p in running),
+            timeout_s=grace_s,
+            what=f"processes {running} exit after SIGTERM",
+        )
     except TargetError:
-        signal_group(pid, signal.SIGKILL)
-        wait_until(lambda: not alive(pid), timeout_s=STATE_CHANGE_S, what=f"process {pid} exits after SIGKILL")
+        left = [p for p in running if alive(p)]
+        for pid in left:
+            signal_group(pid, signal.SIGKILL)
+        wait_until(
+            lambda: not any(alive(p) for p in left),
+            timeout_s=STATE_CHANGE_S,
+            what=f"processes {left} exit after SIGKILL",
+        )

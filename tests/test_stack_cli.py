@@ -96,6 +96,9 @@ def test_missing_toxiproxy_is_one_clear_error(cli):
 
 def test_busy_port_is_refused(cli):
     with socket.socket() as s:
+        # as every service binds (smg, aiohttp, Go): a TIME_WAIT left by an earlier stack's
+        # teardown at this base does not block it, a listener does
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", cli.base + 4))
         s.listen()
         up = cli("up", "--port-base", str(cli.base))
