@@ -138,6 +138,7 @@ class FaultEvent:
     evidence: str = ""
     kind: str = "fault"
     implicates: tuple[str, ...] = ()  # the engines the fault strikes (a killed one, both ends of a broken link)
+    action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))

@@ -34,7 +34,7 @@ from chaos.reports.growth import render_growth
 from chaos.reports.logs import LogCursor, capture_logs
 from chaos.sampler import PROCS, PROCS_INTERVAL_S, Sampler
 from chaos.targets.base import ENGINES, Capability, Target
-from chaos.triggers import Condition, Signal, gauge, log_line
+from chaos.triggers import Condition, Signal, gauge, log_line, streams_begun
 from chaos.wait import HTTP_CALL_S
 from chaos.workloads import Workload
 
@@ -180,6 +180,10 @@ class Scenario:
         """How many requests smg has at one worker: prompt on every engine (unlike SGLang's
         own queue gauges), so scenarios that hold an engine trigger on it."""
         return gauge(*self.at_worker(REQUESTS_AT_WORKER, service))
+
+    def streams_begun(self, n: int = 1) -> Condition:
+        """Holds once ``n`` of this test's streams have received bytes and are still open."""
+        return streams_begun(self.history, n)
 
     def logs(self, service: str, pattern: str) -> Condition:
         """Holds once ``service`` logs a line matching ``pattern`` from now on: for what an

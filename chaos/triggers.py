@@ -30,6 +30,7 @@ __all__ = [
     "quiet",
     "requests_done",
     "requests_sent",
+    "streams_begun",
     "wait_for",
 ]
 
@@ -128,6 +129,17 @@ def requests_sent(history: History, n: int, *, phase: Phase | None = None) -> Co
         return sent >= n, f"{sent} sent"
 
     return Condition(f"{n} requests sent" + (f" in phase {phase}" if phase else ""), check)
+
+
+def streams_begun(history: History, n: int = 1) -> Condition:
+    """Holds once ``n`` streams have received bytes and are still open: a fault then strikes
+    mid-stream, where a request can no longer be retried behind the client's back."""
+
+    def check(_: Sampler, __: float) -> tuple[bool, str]:
+        begun = sum(1 for o in history.ops() if o.complete is None and o.chunks)
+        return begun >= n, f"{begun} streaming"
+
+    return Condition(f"{n} streams begun", check)
 
 
 def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Condition:

@@ -10,7 +10,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 
 | module | verdicts |
 |---|---|
-| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body |
+| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault |
 | ``judge.conversations`` | context_grows |
 | ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
@@ -46,7 +46,13 @@ from chaos.judge.model import Evidence, Finding, Role, Status, Verdict, failed, 
 from chaos.judge.premises import ended_as, open_at_fault, requests_affected
 from chaos.judge.recovery import recovers
 from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
-from chaos.judge.requests import every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body
+from chaos.judge.requests import (
+    every_request_terminal,
+    failed_requests_are_clean,
+    no_hidden_fault,
+    outcomes_in,
+    status_agrees_with_body,
+)
 
 __all__ = [
     "Check",
@@ -72,6 +78,7 @@ __all__ = [
     "finish_reasons_tell_the_truth",
     "health_tells_truth",
     "met",
+    "no_hidden_fault",
     "no_leak",
     "not_ready_before_gone",
     "open_at_fault",

@@ -72,7 +72,7 @@ def test_a_rendered_step_starts_its_load_and_heals_after_it():
     assert "load1 = workload.conversations(agents=2, rounds=3" in text
     assert 'with faults.kill("decode", when=scenario.requests_at("decode") >= 1):\n        load1.join()\n' in text
     assert "load1.join()\n    workload.conversations(agents=2, rounds=3" in text  # again once healed
-    assert "judge_universal(scenario, d, baseline=True, conversations=True)" in text
+    assert "judge_universal(scenario, d, baseline=True, conversations=True, decode_killed=True)" in text
     assert "settle_universal(scenario, bounds)" in text
     assert "return 1  #" in text  # the seed is pinned in the file
 

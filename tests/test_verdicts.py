@@ -793,3 +793,36 @@ def test_status_agrees_with_body(stream, outcome, status, finish, reply, agrees)
     )
     judged = v.status_agrees_with_body()(h)
     assert judged.status is (v.Status.PASS if agrees else v.Status.FAIL), judged.message
+
+
+def _streamed_through_a_kill(outcome: Outcome, last_chunk_t: float) -> History:
+    """A stream begun at 0.2 s; decode SIGKILLed at 1.0 s, verified gone at 1.1 s."""
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "kill#1", Stage.INJECT, "SIGKILL decode", implicates=("decode",), action="kill"))
+    h.append(FaultEvent(1.1, 0.0, "kill#1", Stage.VERIFIED, "SIGKILL decode", implicates=("decode",), action="kill"))
+    h.append(Invoke(0.0, 0.0, "s", "/v1/chat/completions", True))
+    t = 0.2
+    while t <= last_chunk_t:
+        h.append(Chunk(t, "s", 10))
+        t += 0.1
+    h.append(Complete(last_chunk_t + 0.01, 0.0, "s", outcome, 200, "", "text", 5, 8, first_byte_t=0.2))
+    return h
+
+
+@pytest.mark.parametrize(
+    ("outcome", "last_chunk_t", "hidden"),
+    [
+        (Outcome.OK, 3.0, True),  # bytes long after decode was gone, and a plain success
+        (Outcome.CLEAN_ERROR, 3.0, False),  # smg told the client: nothing hidden
+        (Outcome.OK, 1.2, False),  # the last bytes were already on their way
+    ],
+)
+def test_a_stream_decode_was_serving_does_not_outlive_its_kill(outcome, last_chunk_t, hidden):
+    judged = v.no_hidden_fault(service="decode")(_streamed_through_a_kill(outcome, last_chunk_t))
+    assert judged.status is (v.Status.FAIL if hidden else v.Status.PASS), judged.message
+
+
+def test_no_hidden_fault_without_a_kill_is_unknown():
+    h = History()
+    op(h, "a", 0, 1.0)
+    assert v.no_hidden_fault(service="decode")(h).status is v.Status.UNKNOWN

@@ -14,6 +14,7 @@ _TRIGGERS = {
     "now": "",
     "at_prefill": ', when=scenario.requests_at("prefill") >= 1',
     "at_decode": ', when=scenario.requests_at("decode") >= 1',
+    "mid_stream": ", when=scenario.streams_begun(1)",
 }
 
 
@@ -85,12 +86,16 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
     faults = any(s.strike or s.load.shape == "impatient" for s in steps)
     cut = client_hop(s.strike for s in steps if s.strike)
+    decode_killed = any(
+        s.strike and s.strike.action in ("kill", "restart") and s.strike.where == "decode" for s in steps
+    )
     body = ["d = deadlines(bounds)"]
     body.append(
         "judge_universal(scenario, d, "
         f"baseline={bool(baselines)}, "
         f"conversations={any(s.load.shape == 'conversation' and s.load.rounds > 1 for s in steps)}"
-        + (f', cut="{cut}")' if cut else ")")
+        + (f', cut="{cut}"' if cut else "")
+        + (", decode_killed=True)" if decode_killed else ")")
     )
     body += baselines
     run: list[str] = []

@@ -34,7 +34,10 @@ HANG_UP_AFTER = 2  # events an impatient client reads before it hangs up
 # members (a link's five faults times four links) does not crowd out one with few: PD's own
 # windows (the engines' links, the engines themselves) most, the client's hop and aborts less.
 FAMILY_WEIGHTS = {"engine link": 4, "engine": 3, "client hop": 2, "abort": 1}
-TRIGGERS = ("now", "at_prefill", "at_decode")  # when a fault fires: at once, or once an engine holds requests
+# when a fault fires: at once, once an engine holds requests, or once a stream has begun (its
+# request can no longer be retried behind the client's back)
+TRIGGERS = ("now", "at_prefill", "at_decode", "mid_stream")
+STREAMING = ("conversation", "streams", "burst")  # the loads a mid-stream trigger can wait on
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,8 @@ def generate(seed: int, episode: int, target: str, caps: Collection[Capability],
         load = _load(rng, held=strike is not None and strike.trigger != "now")
         if load.shape == "unservable" and strike is not None:  # no engine ever holds it
             strike = replace(strike, trigger="now")
+        if strike is not None and strike.trigger == "mid_stream" and load.shape not in STREAMING:
+            strike = replace(strike, trigger="at_decode")
         if load.shape == "impatient":
             strike = None
         steps.append(Step(load, strike))

@@ -58,7 +58,14 @@ class Faults:
     def _record(self, fid: str, stage: Stage, fault: Fault, evidence: str = "") -> None:
         self.history.append(
             FaultEvent(
-                self.history.now(), time.time(), fid, stage, fault.describe(), evidence, implicates=fault.implicates
+                self.history.now(),
+                time.time(),
+                fid,
+                stage,
+                fault.describe(),
+                evidence,
+                implicates=fault.implicates,
+                action=fault.kind,
             )
         )
 

@@ -3,13 +3,19 @@ its body agrees with."""
 
 from __future__ import annotations
 
-from chaos.history import Done, History, Outcome, Phase
+from chaos.history import Done, FaultEvent, History, Outcome, Phase, Stage
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed, scope
 
-__all__ = ["every_request_terminal", "failed_requests_are_clean", "outcomes_in", "status_agrees_with_body"]
+__all__ = [
+    "every_request_terminal",
+    "failed_requests_are_clean",
+    "no_hidden_fault",
+    "outcomes_in",
+    "status_agrees_with_body",
+]
 
 
 @verdict(lambda within_s, **_: f"every_request_terminal(within={within_s:g}s)")
@@ -116,3 +122,47 @@ def status_agrees_with_body(h: History, *, phase: Phase | None = None) -> Findin
     if bad:
         return naming(bad, len(ops), "status and body disagree", lambda o: f"{label(o)}: {_disagreement(o)}")
     return passed(f"{len(ops)} requests' statuses agree with their bodies", of=len(ops))
+
+
+# A process gone ends what it was streaming: a stream it served cannot go on. Bytes already on
+# their way (in smg, in a proxy) may still arrive for a moment after.
+GONE = frozenset({"kill", "restart"})
+IN_FLIGHT_S = 0.5
+
+
+@verdict(lambda service="decode", **_: f"no_hidden_fault({service})")
+def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float = IN_FLIGHT_S) -> Finding:
+    """A stream that ``service`` was serving when its process was killed or restarted does
+    not go on to plain success: one that got its first byte before the fault began, still
+    received bytes ``in_flight_s`` after the process was verified gone, and ended ``ok``
+    was served by something the fault could not reach, which hid it from the client (a
+    finding about the system, not about the rig). Unknown when no such fault struck."""
+    kills = [
+        (begun.t, done.t)
+        for begun in h.of(FaultEvent)
+        if begun.stage is Stage.INJECT and begun.action in GONE and service in begun.implicates
+        for done in h.of(FaultEvent)
+        if done.fault == begun.fault and done.stage is Stage.VERIFIED
+    ]
+    if not kills:
+        return unknown(f"no kill or restart of {service} was verified")
+    streams = [o for o in completed(h, None) if o.invoke.stream and o.complete.first_byte_t is not None]
+    struck = [
+        (o, gone)
+        for o in streams
+        for begun, gone in kills
+        if o.complete.first_byte_t is not None and o.complete.first_byte_t < begun < o.complete.t
+    ]
+    hidden = [
+        (o, gone) for o, gone in struck if o.outcome is Outcome.OK and any(c.t > gone + in_flight_s for c in o.chunks)
+    ]
+    if hidden:
+        return naming(
+            [o for o, _ in hidden],
+            len(struck),
+            f"streams open on {service} when it was killed went on and succeeded",
+            lambda o: f"{label(o)}: bytes until t={max(c.t for c in o.chunks):.2f}s, ended ok",
+        )
+    if not struck:  # holds, with nothing at stake: the evidence says so (of=0)
+        return passed(f"no stream had begun on {service} when it was killed", of=0)
+    return passed(f"{len(struck)} streams open on {service} at its kill; none went on to succeed", of=len(struck))
