@@ -13,9 +13,9 @@ import pytest
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
-from chaos.history import Invoke, TriggerFired
+from chaos.history import Chunk, Complete, Invoke, Outcome, TriggerFired
 from chaos.toxiproxy import Toxic
-from chaos.triggers import Condition, bytes_crossed, gauge, log_line, requests_sent
+from chaos.triggers import Condition, bytes_crossed, gauge, log_line, requests_sent, streams_begun
 from tests import pdpair
 
 
@@ -202,6 +202,17 @@ def test_requests_sent_and_a_conjunction_of_conditions(history, sampler):
         history.append(Invoke(history.now(), 0.0, name, "/v1/chat/completions", False))
     holds, seen = (sent & yes).check(sampler, 0.0)
     assert holds and seen == "2 sent; yes" and (sent & yes).describe == "2 requests sent and always"
+
+
+def test_streams_begun_holds_once_an_open_stream_has_bytes(history, sampler):
+    """Mid-stream: a stream with bytes and no end yet; one that ended does not count."""
+    begun = streams_begun(history, 1)
+    history.append(Invoke(history.now(), 0.0, "s", "/v1/chat/completions", True))
+    assert not begun.check(sampler, 0.0)[0]  # sent, no byte yet
+    history.append(Chunk(history.now(), "s", 10))
+    assert begun.check(sampler, 0.0) == (True, "1 streaming")
+    history.append(Complete(history.now(), 0.0, "s", Outcome.OK, 200))
+    assert not begun.check(sampler, 0.0)[0]
 
 
 def test_a_fault_names_the_engines_it_strikes():
