@@ -12,16 +12,17 @@ __all__ = ["context_grows"]
 
 @verdict(lambda **_: "context_grows")
 def context_grows(h: History) -> Finding:
-    """Per agent, each successful round's prompt is longer than the previous one's: no turn
-    was silently dropped."""
-    by_agent: dict[tuple[str, str], list[Done]] = {}
+    """Per agent of each conversation, each successful round's prompt is longer than the
+    previous one's: no turn was silently dropped. Two conversations each have an agent0: an
+    agent is known by its workload and phase as well as its name."""
+    by_agent: dict[tuple[str, str, str], list[Done]] = {}
     for o in completed(h, None):
         if o.invoke.agent and o.outcome is Outcome.OK:
-            by_agent.setdefault((o.invoke.phase, o.invoke.agent), []).append(o)
+            by_agent.setdefault((o.invoke.workload, o.invoke.phase, o.invoke.agent), []).append(o)
     if not by_agent:
         return unknown("no conversation in the history")
     bad, ops = [], []
-    for (phase, agent), done in by_agent.items():
+    for (_, phase, agent), done in by_agent.items():
         done.sort(key=lambda o: o.invoke.round)
         tokens = [o.complete.prompt_tokens for o in done]
         counted = [t for t in tokens if t is not None]
