@@ -22,7 +22,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,9 +64,7 @@ def _one(defect: str, args: argparse.Namespace, out: Path) -> Row:
     )
     if finds:
         f = finds[0]
-        clean = Explorer.of(
-            TargetChoice("embedded"), seed=args.seed, out=out / defect, port_base=args.port_base, defects=""
-        )
+        clean = replace(explorer, env={**explorer.env, "PDSIM_DEFECTS": ""})  # the same, the defect unplanted
         same = sum(
             f.signature in clean.run(f.shrunk, folder="clean", tag=f"_k{i}").signatures()
             for i in range(args.clean_runs)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
 __all__ = [
+    "GONE",
     "Chunk",
     "Complete",
     "FaultEvent",
@@ -128,6 +129,10 @@ class Complete:
         return self.outcome is Outcome.OK
 
 
+# The fault actions after which the struck process is gone: whatever it was serving ends
+GONE = frozenset({"kill", "restart"})
+
+
 @dataclass(frozen=True)
 class FaultEvent:
     t: float
@@ -138,7 +143,7 @@ class FaultEvent:
     evidence: str = ""
     kind: str = "fault"
     implicates: tuple[str, ...] = ()  # the engines the fault strikes (a killed one, both ends of a broken link)
-    action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...)
+    action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...): GONE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))

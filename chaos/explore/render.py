@@ -7,6 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, client_hop
+from chaos.history import GONE
 
 __all__ = ["render", "function_name"]
 
@@ -86,9 +87,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
     faults = any(s.strike or s.load.shape == "impatient" for s in steps)
     cut = client_hop(s.strike for s in steps if s.strike)
-    decode_killed = any(
-        s.strike and s.strike.action in ("kill", "restart") and s.strike.where == "decode" for s in steps
-    )
+    decode_killed = any(s.strike and s.strike.action in GONE and s.strike.where == "decode" for s in steps)
     body = ["d = deadlines(bounds)"]
     body.append(
         "judge_universal(scenario, d, "

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 from chaos.history import Done, History, Op, Phase
 from chaos.judge.model import Finding, failed, passed
 
-__all__ = ["all_within", "completed", "label", "naming", "none_completed", "scope"]
+__all__ = ["all_within", "completed", "label", "naming", "none_completed", "phase_tag", "scope"]
 
 
 def label(op: Op) -> str:
@@ -23,6 +23,11 @@ def scope(history: History, phase: Phase | None) -> list[Op]:
 def completed(history: History, phase: Phase | None) -> list[Done]:
     """The requests of ``phase`` that completed (however they ended)."""
     return [Done(o.invoke, o.complete, o.chunks) for o in scope(history, phase) if o.complete is not None]
+
+
+def phase_tag(phase: Phase | None) -> str:
+    """A verdict label's scope: ``[fault]`` for a phase, nothing for the whole history."""
+    return f"[{Phase(phase).value}]" if phase else ""
 
 
 def none_completed(phase: Phase | None) -> str:

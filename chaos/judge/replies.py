@@ -6,7 +6,7 @@ from __future__ import annotations
 from chaos.history import Done, History, Outcome, Phase
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.judge.ops import completed, label, naming
+from chaos.judge.ops import completed, label, naming, phase_tag
 
 __all__ = ["finish_reasons_tell_the_truth", "replies_match_baseline"]
 
@@ -56,7 +56,7 @@ def _finish_lie(o: Done) -> str:
     return ""
 
 
-@verdict(lambda phase=None, **_: "finish_reasons_tell_the_truth" + (f"({Phase(phase).value})" if phase else ""))
+@verdict(lambda phase=None, **_: "finish_reasons_tell_the_truth" + phase_tag(phase))
 def finish_reasons_tell_the_truth(h: History, *, phase: Phase | None = None) -> Finding:
     """Every successful reply's finish reason agrees with its token count: a reply cut short
     and called finished (``length`` before its ``max_tokens``, ``stop`` where nothing could

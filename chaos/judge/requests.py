@@ -3,11 +3,11 @@ its body agrees with."""
 
 from __future__ import annotations
 
-from chaos.history import Done, FaultEvent, History, Outcome, Phase, Stage
+from chaos.history import GONE, Done, FaultEvent, History, Outcome, Phase, Stage
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.judge.ops import completed, label, naming, none_completed, scope
+from chaos.judge.ops import completed, label, naming, none_completed, phase_tag, scope
 
 __all__ = [
     "every_request_terminal",
@@ -41,8 +41,11 @@ def every_request_terminal(h: History, *, within_s: float, phase: Phase | None =
 
 
 def _clean_label(within_s: float | None, since: Since, phase: Phase | None = None, **_: object) -> str:
-    scope = f"[{Phase(phase).value}]" if phase else ""
-    return "failed_requests_are_clean" + scope + (f"(within={within_s:g}s of {Since(since).value})" if within_s else "")
+    return (
+        "failed_requests_are_clean"
+        + phase_tag(phase)
+        + (f"(within={within_s:g}s of {Since(since).value})" if within_s else "")
+    )
 
 
 @verdict(_clean_label)
@@ -110,7 +113,7 @@ def _disagreement(o: Done) -> str:
     return ""
 
 
-@verdict(lambda phase=None, **_: "status_agrees_with_body" + (f"[{Phase(phase).value}]" if phase else ""))
+@verdict(lambda phase=None, **_: "status_agrees_with_body" + phase_tag(phase))
 def status_agrees_with_body(h: History, *, phase: Phase | None = None) -> Finding:
     """No request's status and body disagree: an error body under a 200 is a failure a client
     that trusts the status takes for a reply, and a success missing its content is no
@@ -124,9 +127,8 @@ def status_agrees_with_body(h: History, *, phase: Phase | None = None) -> Findin
     return passed(f"{len(ops)} requests' statuses agree with their bodies", of=len(ops))
 
 
-# A process gone ends what it was streaming: a stream it served cannot go on. Bytes already on
-# their way (in smg, in a proxy) may still arrive for a moment after.
-GONE = frozenset({"kill", "restart"})
+# A process gone (``GONE``) ends what it was streaming: a stream it served cannot go on. Bytes
+# already on their way (in smg, in a proxy) may still arrive for a moment after.
 IN_FLIGHT_S = 0.5
 
 
@@ -137,19 +139,18 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
     received bytes ``in_flight_s`` after the process was verified gone, and ended ``ok``
     was served by something the fault could not reach, which hid it from the client (a
     finding about the system, not about the rig). Unknown when no such fault struck."""
+    verified = {f.fault: f.t for f in h.of(FaultEvent) if f.stage is Stage.VERIFIED}
     kills = [
-        (begun.t, done.t)
-        for begun in h.of(FaultEvent)
-        if begun.stage is Stage.INJECT and begun.action in GONE and service in begun.implicates
-        for done in h.of(FaultEvent)
-        if done.fault == begun.fault and done.stage is Stage.VERIFIED
+        (f.t, verified[f.fault])
+        for f in h.of(FaultEvent)
+        if f.stage is Stage.INJECT and f.action in GONE and service in f.implicates and f.fault in verified
     ]
     if not kills:
         return unknown(f"no kill or restart of {service} was verified")
-    streams = [o for o in completed(h, None) if o.invoke.stream and o.complete.first_byte_t is not None]
     struck = [
         (o, gone)
-        for o in streams
+        for o in completed(h, None)
+        if o.invoke.stream
         for begun, gone in kills
         if o.complete.first_byte_t is not None and o.complete.first_byte_t < begun < o.complete.t
     ]
