@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from chaos.procs import run
+from chaos.targets.bringup import warm_up
 from chaos.targets.compose import VARIANTS
-from chaos.targets.registry import GPU
+from chaos.targets.registry import GPU, load_target
 from chaos.tools import REPO_ROOT
 from tests.dockerhost import engine_or_skip, project_containers
 from tests.ports import port_base
@@ -207,6 +208,9 @@ def test_up_status_faults_down_leave_no_container(engine, tmp_path, stack_factor
         assert cli("svc", "running", "decode").returncode == 1
         assert cli("svc", "start", "decode").returncode == 0
         assert "state=ready" in cli("svc", "logs", "decode").stdout
+        # `svc start` returns when decode is ready; the router opens its circuit again only at
+        # its next health check, and until then the doctor rightly calls the router failing
+        warm_up(load_target(state).info, timeout_s=30)
         doctor = cli("doctor", "--window", "1", "--probe", "--reports-dir", str(tmp_path / "reports"))
         assert doctor.returncode == 0 and "diagnosis: no problem found" in doctor.stdout, doctor.stdout + doctor.stderr
         again = cli("up", "--target", "compose", "--port-base", str(base))
