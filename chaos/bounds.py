@@ -57,6 +57,13 @@ class Bounds:
         its next check that the client is there, then as long as an abort."""
         return self.disconnect_poll_s + self.abort_s
 
+    @property
+    def refuse_s(self) -> float:
+        """How long the stack may take to turn away a request it can never serve (a prompt
+        over the model's context): as long as a forward takes to read a prompt, plus the
+        slack. Past that, the refusal is waiting on something else."""
+        return self.slack_s + self.forward_s
+
     def patient(self, *, stall_s: float | None = None) -> Deadlines:
         """A client that waits as long as the router does (smg's request timeout, for the
         first byte and the whole request), and lets a stream pause up to ``stall_s`` (by

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, TypeVar
 
 __all__ = [
+    "ENDS_SERVING",
     "GONE",
     "Chunk",
     "Complete",
@@ -131,6 +132,9 @@ class Complete:
 
 # The fault actions after which the struck process is gone: whatever it was serving ends
 GONE = frozenset({"kill", "restart"})
+# The fault actions that end whatever the struck engine was serving: a process gone, or every
+# request it holds aborted (``abort_all``, acknowledged by the engine)
+ENDS_SERVING = GONE | {"abort_all"}
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class FaultEvent:
     evidence: str = ""
     kind: str = "fault"
     implicates: tuple[str, ...] = ()  # the engines the fault strikes (a killed one, both ends of a broken link)
-    action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...): GONE
+    action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...): ENDS_SERVING
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))

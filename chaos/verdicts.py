@@ -10,7 +10,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 
 | module | verdicts |
 |---|---|
-| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault |
+| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault, unservable_turned_away |
 | ``judge.conversations`` | context_grows |
 | ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
@@ -18,6 +18,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 | ``judge.recovery`` | recovers |
 | ``judge.breakers`` | charged_only_where_struck |
 | ``judge.health`` | health_tells_truth, not_ready_before_gone |
+| ``judge.backstops`` | backstops_stay_idle |
 | ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
 | ``judge.premises`` | requests_affected, ended_as, open_at_fault |
 
@@ -32,6 +33,7 @@ in ``test_neighbour_stall.py``, ``does_not_grow`` in ``test_soak.py``, ``statuse
 
 from __future__ import annotations
 
+from chaos.judge.backstops import backstops_stay_idle
 from chaos.judge.breakers import charged_only_where_struck
 from chaos.judge.clock import Since
 from chaos.judge.conversations import context_grows
@@ -52,6 +54,7 @@ from chaos.judge.requests import (
     no_hidden_fault,
     outcomes_in,
     status_agrees_with_body,
+    unservable_turned_away,
 )
 
 __all__ = [
@@ -66,6 +69,7 @@ __all__ = [
     "Verdict",
     "VerdictFailed",
     "Window",
+    "backstops_stay_idle",
     "charged_only_where_struck",
     "context_grows",
     "counter_never_rises",
@@ -94,6 +98,7 @@ __all__ = [
     "require",
     "status_agrees_with_body",
     "unknown",
+    "unservable_turned_away",
     "unmet",
     "verdict",
     "watchdog_fired",

@@ -68,9 +68,12 @@ class InFlight:
 
     runner: Background
     bound_s: float
+    name: str = ""  # the workload's id in the history ("background#2"): what a verdict scopes by
 
     @classmethod
-    def start(cls, sends: list[Callable[[], Complete]], deadlines: Deadlines, *, interval_s: float = 0.0) -> "InFlight":
+    def start(
+        cls, sends: list[Callable[[], Complete]], deadlines: Deadlines, *, interval_s: float = 0.0, name: str = ""
+    ) -> "InFlight":
         """Each send on its own thread, at once or, open loop, ``interval_s`` after the one
         before (arrivals on a schedule, whatever the replies do: load that keeps coming);
         ``join`` is bounded by their deadlines and the schedule."""
@@ -80,7 +83,7 @@ class InFlight:
             return send()
 
         jobs = {str(i): partial(at, i * interval_s, send) if interval_s else send for i, send in enumerate(sends)}
-        return cls(Background(jobs), deadlines.ends_within_s + len(sends) * interval_s + 1)
+        return cls(Background(jobs), deadlines.ends_within_s + len(sends) * interval_s + 1, name)
 
     def join(self) -> list[Complete]:
         done = self.runner.join(self.bound_s)
@@ -228,7 +231,7 @@ class Workload:
             partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after, workload=name)
             for body in bodies
         ]
-        return InFlight.start(sends, d, interval_s=interval_s)
+        return InFlight.start(sends, d, interval_s=interval_s, name=name)
 
     def openai_background(
         self,
@@ -253,7 +256,7 @@ class Workload:
             finally:
                 client.close()
 
-        return InFlight.start([partial(send, text) for text in texts], d)
+        return InFlight.start([partial(send, text) for text in texts], d, name=name)
 
     def abort_storm(
         self, n: int, *, after_events: int = 2, max_tokens: int = 200, phase: Phase = Phase.DERIVED

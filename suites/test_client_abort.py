@@ -4,8 +4,9 @@ Bug class: aborts that leave a request's queue entry and KV behind (SGLang's pau
 leak test, #12293); an abort storm that wedged a cluster (sglang PR #28651). Fault model:
 the clients themselves close streams mid-way, and non-stream requests before any reply.
 Premise: every request was in flight when its client let go (it ended by the client's own
-decision, not refused up front). Verdicts: every engine queue, running count and router
-in-flight gauge returns to its baseline; the stack serves again.
+decision, not refused up front). Verdicts: every engine queue, running count, KV tokens in
+use and router in-flight gauge returns to its baseline; the abort path freed each request,
+not a backstop (no engine timeout released one); the stack serves again.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def test_abort_storm_mid_stream(scenario, workload, faults, bounds):
     scenario.require(
         v.ended_as(Outcome.HUNG_UP, phase=Phase.FAULT, why="every stream was hung up by its client mid-way")
     )
+    scenario.judge(v.backstops_stay_idle(phase=Phase.FAULT))
     scenario.settle(GAUGES, within_s=bounds.abort_s)
 
 
@@ -43,4 +45,5 @@ def test_clients_give_up_before_the_reply(scenario, workload, faults, bounds):
             Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="every request was still unanswered when its client gave up"
         )
     )
+    scenario.judge(v.backstops_stay_idle(phase=Phase.FAULT))
     scenario.settle(GAUGES, within_s=bounds.abandon_s)

@@ -72,9 +72,14 @@ def test_a_rendered_step_starts_its_load_and_heals_after_it():
     assert "load1 = workload.conversations(agents=2, rounds=3" in text
     assert 'with faults.kill("decode", when=scenario.requests_at("decode") >= 1):\n        load1.join()\n' in text
     assert "load1.join()\n    workload.conversations(agents=2, rounds=3" in text  # again once healed
-    assert "judge_universal(scenario, d, baseline=True, conversations=True, decode_killed=True)" in text
+    assert "judge_universal(scenario, d, baseline=True, conversations=True, decode_ended=True)" in text
     assert "settle_universal(scenario, bounds)" in text
     assert "return 1  #" in text  # the seed is pinned in the file
+
+
+def test_an_unservable_request_a_fault_meets_is_not_held_to_the_door_bound():
+    s = Schedule(1, 0, "embedded", (Step(Load("unservable", 1), Strike("freeze", "prefill")),))
+    assert "unservable_turned_away" not in render(s)  # a frozen prefill cannot refuse it
 
 
 def test_impatient_clients_hang_up_inside_their_own_block_and_fire_nothing_else():
@@ -88,9 +93,26 @@ def test_impatient_clients_hang_up_inside_their_own_block_and_fire_nothing_else(
     assert "settle_universal(scenario, bounds)" in text  # the hang-ups healed: recovery and quiet judged
 
 
+@pytest.mark.parametrize(
+    ("strikes", "judged"),
+    [
+        ((None, Strike("abort_all", "decode", "at_decode")), True),  # hang-ups and an abort: primary paths
+        ((None, None), True),  # load alone
+        ((Strike("abort_all", "prefill"), Strike("down", "control")), False),  # a cut link: a timeout may be its path
+        ((Strike("kill", "router"),), False),  # smg gone: nothing drops the engines' legs
+    ],
+)
+def test_backstops_are_judged_where_only_primary_paths_acted(strikes, judged):
+    loads = (Load("impatient", 3, words=10, max_tokens=200), Load("streams", 2, max_tokens=100))
+    s = Schedule(1, 0, "embedded", tuple(Step(load, strike) for load, strike in zip(loads, strikes)))
+    assert ("primary_only=True" in render(s)) is judged
+
+
 def test_load_alone_is_bracketed_as_the_clients_own_and_judged_quiet():
     s = Schedule(1, 0, "embedded", (Step(Load("unservable", 1)), Step(Load("burst", 6, words=200, max_tokens=200))))
     text = render(s)
+    judged = "scenario.judge(v.unservable_turned_away(within_s=bounds.refuse_s, workload=load1.name))"
+    assert "    load1.join()\n        " + judged in text  # no fault in its way: turned away at the door
     assert 'with faults.by_clients("load alone, no fault"):\n        load1 = workload.background(' in text
     assert "Phase.AFTER" not in text  # inside the block: no load is taken for after a fault
     assert "quiet_universal(scenario, bounds)" in text and "settle_universal" not in text.split("def test_")[1]

@@ -26,6 +26,7 @@ from chaos.history import (
     TriggerFired,
     VerdictRecord,
 )
+from chaos.judge.backstops import backstop_of
 from chaos.pipeline import Metric
 from chaos.reports.logs import parse_engine_line
 from chaos.sampler import HEALTH
@@ -808,11 +809,12 @@ def test_status_agrees_with_body(stream, outcome, status, finish, reply, agrees)
     assert judged.status is (v.Status.PASS if agrees else v.Status.FAIL), judged.message
 
 
-def _streamed_through_a_kill(outcome: Outcome, last_chunk_t: float) -> History:
-    """A stream begun at 0.2 s; decode SIGKILLed at 1.0 s, verified gone at 1.1 s."""
+def _streamed_through_a_kill(outcome: Outcome, last_chunk_t: float, action: str = "kill") -> History:
+    """A stream begun at 0.2 s; decode SIGKILLed (or told to abort everything) at 1.0 s,
+    verified gone (or the abort acknowledged) at 1.1 s."""
     h = History()
-    h.append(FaultEvent(1.0, 0.0, "kill#1", Stage.INJECT, "SIGKILL decode", implicates=("decode",), action="kill"))
-    h.append(FaultEvent(1.1, 0.0, "kill#1", Stage.VERIFIED, "SIGKILL decode", implicates=("decode",), action="kill"))
+    h.append(FaultEvent(1.0, 0.0, "f#1", Stage.INJECT, f"{action} decode", implicates=("decode",), action=action))
+    h.append(FaultEvent(1.1, 0.0, "f#1", Stage.VERIFIED, f"{action} decode", implicates=("decode",), action=action))
     h.append(Invoke(0.0, 0.0, "s", "/v1/chat/completions", True))
     t = 0.2
     while t <= last_chunk_t:
@@ -823,15 +825,22 @@ def _streamed_through_a_kill(outcome: Outcome, last_chunk_t: float) -> History:
 
 
 @pytest.mark.parametrize(
-    ("outcome", "last_chunk_t", "hidden"),
+    ("action", "outcome", "last_chunk_t", "hidden"),
     [
-        (Outcome.OK, 3.0, True),  # bytes long after decode was gone, and a plain success
-        (Outcome.CLEAN_ERROR, 3.0, False),  # smg told the client: nothing hidden
-        (Outcome.OK, 1.2, False),  # the last bytes were already on their way
+        ("kill", Outcome.OK, 3.0, True),  # bytes long after decode was gone, and a plain success
+        ("kill", Outcome.CLEAN_ERROR, 3.0, False),  # smg told the client: nothing hidden
+        ("kill", Outcome.OK, 1.2, False),  # the last bytes were already on their way
+        ("abort_all", Outcome.OK, 3.0, True),  # decode acknowledged the abort, the stream went on to succeed
+        ("abort_all", Outcome.OK, 2.0, False),  # within a scheduler pass of the acknowledgement
+        ("abort_all", Outcome.CLEAN_ERROR, 3.0, False),  # ended with finish_reason abort
+        ("freeze", Outcome.OK, 3.0, False),  # a frozen decode ends nothing: not judged (unknown)
     ],
 )
-def test_a_stream_decode_was_serving_does_not_outlive_its_kill(outcome, last_chunk_t, hidden):
-    judged = v.no_hidden_fault(service="decode")(_streamed_through_a_kill(outcome, last_chunk_t))
+def test_a_stream_decode_was_serving_does_not_outlive_its_kill(action, outcome, last_chunk_t, hidden):
+    judged = v.no_hidden_fault(service="decode")(_streamed_through_a_kill(outcome, last_chunk_t, action))
+    if action == "freeze":
+        assert judged.status is v.Status.UNKNOWN
+        return
     assert judged.status is (v.Status.FAIL if hidden else v.Status.PASS), judged.message
 
 
@@ -839,3 +848,82 @@ def test_no_hidden_fault_without_a_kill_is_unknown():
     h = History()
     op(h, "a", 0, 1.0)
     assert v.no_hidden_fault(service="decode")(h).status is v.Status.UNKNOWN
+
+
+# A failed request's line as each engine writes it when a backstop released it (pdsim's
+# logfmt; SGLang 0.5.23's Finish line, its finish_reason carrying the abort's message), and
+# a release by the primary path (a decode abort relayed to prefill)
+_PDSIM_WAITING = (
+    "2026-12-04 14:42:15.986 INFO decode event=req ts=1796395335.986036 rid=e517 bootstrap_room=9069 state=failed "
+    "status=500 error=\"Decode transfer failed for request rank=0 decode_req.req.rid='e517' "
+    "decode_req.req.bootstrap_room=9069 with exception KVTransferError(bootstrap_room=9069): Request 9069 timed out "
+    'after 6.0s in KVPoll.WaitingForInput"'
+)
+_SGLANG_BOOTSTRAP = (
+    "[2026-12-04 15:48:50] Finish: obj=GenerateReqInput(rid='bc84', routing_key='a'), out={'meta_info': "
+    "{'finish_reason': {'type': 'abort', 'message': \"Prefill bootstrap failed for request rank=0 "
+    "req.rid='bc84' req.bootstrap_room=2016 with exception KVTransferError(bootstrap_room=2016): Request 2016 "
+    "timed out after 3.0s in KVPoll.Bootstrapping\", 'status_code': 500, 'err_type': None}}}"
+)
+_PDSIM_INFLIGHT = (
+    "2026-12-04 14:42:15.986 INFO prefill event=req ts=1796395335.986036 rid=f1 bootstrap_room=7 state=failed "
+    'error="Prefill transfer failed ... Request 7 timed out after 4.0s in the prefill inflight queue"'
+)
+_PDSIM_ABORTED = (
+    "2026-12-04 14:42:15.986 INFO prefill event=req ts=1796395335.986036 rid=f2 bootstrap_room=8 state=failed "
+    'error="Prefill transfer failed ... with exception Aborted by AbortReq."'
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "released"),
+    [
+        (_PDSIM_WAITING, ("waiting timeout", 6.0)),
+        (_SGLANG_BOOTSTRAP, ("bootstrap timeout", 3.0)),
+        (_PDSIM_INFLIGHT, ("inflight watchdog", 4.0)),
+        (_PDSIM_ABORTED, None),
+    ],
+)
+def test_a_backstop_is_named_by_what_the_release_says(line, released):
+    assert backstop_of(line) == released
+
+
+def _released(lines: dict[str, tuple[str, str]]) -> History:
+    h = History()
+    for name, (service, line) in lines.items():
+        op(h, name, 0, 2.0, Outcome.HUNG_UP)
+        h.append(LogEvent(1.5, service, line, op=name, fields=parse_engine_line(line)))
+    return h
+
+
+def test_backstops_stay_idle():
+    by_abort = _released({"a": ("prefill", _PDSIM_ABORTED)})
+    assert status(v.backstops_stay_idle(), by_abort) is v.Status.PASS
+    by_timeouts = _released({"a": ("prefill", _PDSIM_ABORTED), "b": ("decode", _PDSIM_WAITING)})
+    by_timeouts.append(LogEvent(1.6, "prefill", _SGLANG_BOOTSTRAP, op="b"))
+    judged = v.backstops_stay_idle()(by_timeouts)
+    assert judged.status is v.Status.FAIL, judged.message
+    assert judged.evidence.ops == ("b",)
+    assert judged.evidence.values["backstops"] == ["bootstrap timeout", "waiting timeout"]
+    assert judged.evidence.values["of"] == 2
+    router_only = _released({"a": ("router", "request_id=a " + _PDSIM_WAITING)})  # smg repeats engines' bodies
+    assert status(v.backstops_stay_idle(), router_only) is v.Status.UNKNOWN
+
+
+def test_unservable_turned_away():
+    def sent(*ends: tuple[float | None, Outcome]) -> History:
+        h = History()
+        for i, (t1, outcome) in enumerate(ends):
+            h.append(Invoke(0.0, 0.0, f"u{i}", "/v1/chat/completions", False, workload="background#3"))
+            if t1 is not None:
+                h.append(Complete(t1, 0.0, f"u{i}", outcome, 400 if outcome is not Outcome.OK else 200, "too long"))
+        op(h, "other", 0, 30.0, Outcome.CLIENT_TIMEOUT, error="another workload's, not judged")
+        return h
+
+    check = v.unservable_turned_away(within_s=3.5, workload="background#3")
+    assert status(check, sent((0.7, Outcome.CLEAN_ERROR))) is v.Status.PASS
+    slow = check(sent((0.7, Outcome.CLEAN_ERROR), (9.0, Outcome.CLEAN_ERROR)))
+    assert slow.status is v.Status.FAIL and slow.evidence.ops == ("u1",), slow.message
+    assert status(check, sent((1.0, Outcome.OK))) is v.Status.FAIL  # served a prompt over the context
+    assert status(check, sent((None, Outcome.OK))) is v.Status.FAIL  # never ended
+    assert status(v.unservable_turned_away(within_s=3.5, workload="background#9"), sent()) is v.Status.UNKNOWN

@@ -52,15 +52,19 @@ def judge_universal(
     baseline: bool,
     conversations: bool,
     cut: str | None = None,
-    decode_killed: bool = False,
+    decode_ended: bool = False,
+    primary_only: bool = False,
 ) -> None:
     """Every request ends within its client's deadline, with a status its body agrees with;
     every failure is clean (while a
     fault ``cut`` the client's hop, every failure during it ends as ``CUT_BY[cut]`` allows);
     with a baseline (so that some replies succeed), every successful reply equals its
     context's fault-free reply and says truthfully why it ended; with multi-round
-    conversations, no turn is dropped; where decode is killed or restarted, no stream it
-    was serving goes on to succeed (``no_hidden_fault``)."""
+    conversations, no turn is dropped; where decode is killed, restarted or aborts everything
+    it holds (``decode_ended``), no stream it was serving goes on to succeed
+    (``no_hidden_fault``); where only primary paths acted
+    (``primary_only``: the clients' own hang-ups and engines' aborts, no engine, link or
+    router struck), no backstop released a request (``backstops_stay_idle``)."""
     checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
     if cut is None:
         checks.append(v.failed_requests_are_clean())
@@ -74,8 +78,10 @@ def judge_universal(
         checks += [v.replies_match_baseline(), v.finish_reasons_tell_the_truth()]
     if conversations:
         checks.append(v.context_grows())
-    if decode_killed:
+    if decode_ended:
         checks.append(v.no_hidden_fault(service="decode"))
+    if primary_only:
+        checks.append(v.backstops_stay_idle())
     scenario.judge(*checks)
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import textwrap
 
-from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, client_hop
-from chaos.history import GONE
+from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, client_hop, family
+from chaos.history import ENDS_SERVING
 
 __all__ = ["render", "function_name"]
 
@@ -82,19 +82,24 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     sent again once healed (a fault may fail every request it meets; the replies after it
     must still equal the baseline's), then the universal invariants judged
     (``chaos.explore.invariants``): after faults, recovery and quiet; after load alone,
-    quiet and no timeout fired."""
+    quiet and no timeout fired. A request the stack can never serve, with no fault in its
+    way, is turned away within ``bounds.refuse_s``."""
     steps = schedule.steps
     baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
     faults = any(s.strike or s.load.shape == "impatient" for s in steps)
     cut = client_hop(s.strike for s in steps if s.strike)
-    decode_killed = any(s.strike and s.strike.action in GONE and s.strike.where == "decode" for s in steps)
+    decode_ended = any(s.strike and s.strike.action in ENDS_SERVING and s.strike.where == "decode" for s in steps)
+    # only the primary paths act: every release is theirs, none a backstop's
+    primary_only = all(s.strike is None or family(s.strike.action, s.strike.where) == "abort" for s in steps)
     body = ["d = deadlines(bounds)"]
     body.append(
         "judge_universal(scenario, d, "
         f"baseline={bool(baselines)}, "
         f"conversations={any(s.load.shape == 'conversation' and s.load.rounds > 1 for s in steps)}"
         + (f', cut="{cut}"' if cut else "")
-        + (", decode_killed=True)" if decode_killed else ")")
+        + (", decode_ended=True" if decode_ended else "")
+        + (", primary_only=True" if primary_only else "")
+        + ")"
     )
     body += baselines
     run: list[str] = []
@@ -111,6 +116,8 @@ def render(schedule: Schedule, *, note: str = "") -> str:
                 run.append(f"{_send(schedule, k, step.load, faulted=False)}.join()")
         else:
             run.append(f"load{k}.join()")
+            if step.load.shape == "unservable":  # no fault in its way: turned away at the door
+                run.append(f"scenario.judge(v.unservable_turned_away(within_s=bounds.refuse_s, workload=load{k}.name))")
     if faults:
         body += run + ["settle_universal(scenario, bounds)"]
     else:  # the load is all the chaos there is: bracketed as the clients' own, as suites/test_overload.py does
@@ -123,6 +130,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     return (
         f'"""{doc}\n"""\n\n'
         "import pytest\n\n"
+        "from chaos import verdicts as v\n"
         "from chaos.explore.invariants import deadlines, judge_universal, quiet_universal, settle_universal\n"
         "from chaos.history import Phase\n\n"
         f"SCHEDULE = {schedule.as_json()!r}  # the data explore drew: chaos.explore.schedule.Schedule.from_json\n\n\n"

@@ -3,7 +3,8 @@ its body agrees with."""
 
 from __future__ import annotations
 
-from chaos.history import GONE, Done, FaultEvent, History, Outcome, Phase, Stage
+from chaos.bounds import SCHEDULER_PASS_S
+from chaos.history import ENDS_SERVING, Done, FaultEvent, History, Outcome, Phase, Stage
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
@@ -15,6 +16,7 @@ __all__ = [
     "no_hidden_fault",
     "outcomes_in",
     "status_agrees_with_body",
+    "unservable_turned_away",
 ]
 
 
@@ -127,31 +129,35 @@ def status_agrees_with_body(h: History, *, phase: Phase | None = None) -> Findin
     return passed(f"{len(ops)} requests' statuses agree with their bodies", of=len(ops))
 
 
-# A process gone (``GONE``) ends what it was streaming: a stream it served cannot go on. Bytes
-# already on their way (in smg, in a proxy) may still arrive for a moment after.
+# A process gone ends what it was streaming: a stream it served cannot go on. Bytes already on
+# their way (in smg, in a proxy) may still arrive for a moment after. An abort the engine
+# acknowledged reaches its scheduler, which ends the requests within a pass.
 IN_FLIGHT_S = 0.5
+ACTS_WITHIN_S = {"abort_all": SCHEDULER_PASS_S}
 
 
 @verdict(lambda service="decode", **_: f"no_hidden_fault({service})")
 def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float = IN_FLIGHT_S) -> Finding:
-    """A stream that ``service`` was serving when its process was killed or restarted does
-    not go on to plain success: one that got its first byte before the fault began, still
-    received bytes ``in_flight_s`` after the process was verified gone, and ended ``ok``
-    was served by something the fault could not reach, which hid it from the client (a
-    finding about the system, not about the rig). Unknown when no such fault struck."""
+    """A stream that ``service`` was serving when its process was killed or restarted, or
+    when it aborted every request it held, does not go on to plain success: one that got
+    its first byte before the fault began, still received bytes ``in_flight_s`` after the
+    process was verified gone (or a scheduler pass after the engine acknowledged the
+    abort), and ended ``ok`` was served by something the fault could not reach, which hid
+    it from the client (a finding about the system, not about the rig). Unknown when no
+    such fault struck."""
     verified = {f.fault: f.t for f in h.of(FaultEvent) if f.stage is Stage.VERIFIED}
-    kills = [
-        (f.t, verified[f.fault])
+    ends = [
+        (f.t, verified[f.fault] + ACTS_WITHIN_S.get(f.action, 0.0))
         for f in h.of(FaultEvent)
-        if f.stage is Stage.INJECT and f.action in GONE and service in f.implicates and f.fault in verified
+        if f.stage is Stage.INJECT and f.action in ENDS_SERVING and service in f.implicates and f.fault in verified
     ]
-    if not kills:
-        return unknown(f"no kill or restart of {service} was verified")
+    if not ends:
+        return unknown(f"no kill, restart or abort of everything on {service} was verified")
     struck = [
         (o, gone)
         for o in completed(h, None)
         if o.invoke.stream
-        for begun, gone in kills
+        for begun, gone in ends
         if o.complete.first_byte_t is not None and o.complete.first_byte_t < begun < o.complete.t
     ]
     hidden = [
@@ -161,9 +167,43 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
         return naming(
             [o for o, _ in hidden],
             len(struck),
-            f"streams open on {service} when it was killed went on and succeeded",
+            f"streams open on {service} when it was killed or aborted them went on and succeeded",
             lambda o: f"{label(o)}: bytes until t={max(c.t for c in o.chunks):.2f}s, ended ok",
         )
     if not struck:  # holds, with nothing at stake: the evidence says so (of=0)
-        return passed(f"no stream had begun on {service} when it was killed", of=0)
-    return passed(f"{len(struck)} streams open on {service} at its kill; none went on to succeed", of=len(struck))
+        return passed(f"no stream had begun on {service} when it was struck", of=0)
+    return passed(f"{len(struck)} streams open on {service} when struck; none went on to succeed", of=len(struck))
+
+
+@verdict(lambda within_s, workload, **_: f"unservable_turned_away({workload}, within={within_s:g}s)")
+def unservable_turned_away(h: History, *, within_s: float, workload: str) -> Finding:
+    """Every request of ``workload``, each one the stack can never serve (a prompt over the
+    model's context), was refused or failed within ``within_s`` of its send: turned away at
+    the door, not left waiting for a timeout that belongs to something else, and never
+    served (a reply to it was made of a prompt cut short)."""
+    ops = [o for o in scope(h, None) if o.invoke.workload == workload]
+    if not ops:
+        return unknown(f"no request of workload {workload!r} in the history")
+    served = [o for o in ops if o.complete is not None and o.complete.outcome is Outcome.OK]
+    late = [o for o in ops if o.complete is None or o.complete.t - o.invoke.t > within_s]
+    if served or late:
+        ev = [f"{label(o)} was served" for o in served[:3]]
+        ev += [
+            f"{label(o)} " + ("never ended" if o.complete is None else f"ended {o.latency:.2f}s after its send")
+            for o in late[:3]
+        ]
+        return failed(
+            f"{len(served)} served, {len(late)} not turned away within {within_s:g}s: " + "; ".join(ev),
+            ops=[o.invoke.op for o in [*served, *late]],
+            served=len(served),
+            late=len(late),
+            of=len(ops),
+            bound_s=within_s,
+        )
+    worst = max(o.latency or 0.0 for o in ops)
+    return passed(
+        f"{len(ops)} unservable requests turned away, the slowest in {worst:.2f}s",
+        of=len(ops),
+        worst_s=worst,
+        bound_s=within_s,
+    )
