@@ -213,6 +213,12 @@ def test_a_known_issue_explains_only_its_own_schedule_and_evidence():
     assert known_for(killed, _verdict("charged_only_where_struck", struck=["decode"]), ALL) is not None
     assert known_for(killed, _verdict("charged_only_where_struck", struck=[]), ALL) is None  # no engine struck
     assert classify(frozen, _result("failed", hung), ALL, rc=1)[0] == "known"
+    by_prefill = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("abort_all", "prefill", "at_decode")),))
+    by_decode = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("abort_all", "decode", "at_decode")),))
+    waited = _verdict("backstops_stay_idle", backstops=["waiting timeout"])
+    assert known_for(by_prefill, waited, ALL) is not None  # decode never told of prefill's abort
+    assert known_for(by_decode, waited, ALL) is None  # decode's own abort tells prefill: a find
+    assert known_for(by_prefill, _verdict("backstops_stay_idle", backstops=["bootstrap timeout"]), ALL) is None
 
 
 def test_a_shrink_budget_is_a_time_never_silently_a_default():

@@ -52,6 +52,16 @@ KNOWN = (
         ),
     ),
     Known(
+        "backstops_stay_idle",
+        "SGLang",
+        "0.5.23",
+        "prefill's abort of a room is never told to decode: decode holds it until its waiting timeout",
+        "suites/test_engine_abort.py::test_prefill_aborting_everything_frees_decode_by_the_abort_path",
+        lambda s, v, caps: (
+            _strikes(s, ("abort_all",), "prefill") and v.evidence.values.get("backstops") == ["waiting timeout"]
+        ),
+    ),
+    Known(
         "no_leak",
         "SGLang",
         "0.5.23",
