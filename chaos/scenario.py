@@ -34,7 +34,7 @@ from chaos.reports.growth import render_growth
 from chaos.reports.logs import LogCursor, capture_logs
 from chaos.sampler import PROCS, PROCS_INTERVAL_S, Sampler
 from chaos.targets.base import ENGINES, Capability, Target
-from chaos.triggers import Condition, Signal, gauge, log_line, streams_begun
+from chaos.triggers import Condition, Signal, gauge, log_line, received, streams_begun
 from chaos.wait import HTTP_CALL_S
 from chaos.workloads import Workload
 
@@ -184,6 +184,12 @@ class Scenario:
     def streams_begun(self, n: int = 1) -> Condition:
         """Holds once ``n`` of this test's streams have received bytes and are still open."""
         return streams_begun(self.history, n)
+
+    def received(self, service: str) -> Condition:
+        """Holds once ``service`` has received one of this test's requests, by its log (from
+        the test's start): prompt however briefly the engine holds it."""
+        since = self.engine_logs.began.get(service, 0) if self.engine_logs is not None else 0
+        return received(self.history, service, lambda: self.target.logs(service), since)
 
     def logs(self, service: str, pattern: str) -> Condition:
         """Holds once ``service`` logs a line matching ``pattern`` from now on: for what an

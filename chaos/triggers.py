@@ -21,6 +21,7 @@ from chaos.sampler import Sampler
 from chaos.targets.base import Target
 
 __all__ = [
+    "received",
     "Condition",
     "Signal",
     "bytes_crossed",
@@ -140,6 +141,24 @@ def streams_begun(history: History, n: int = 1) -> Condition:
         return begun >= n, f"{begun} streaming"
 
     return Condition(f"{n} streams begun", check)
+
+
+def received(history: History, service: str, log: Callable[[], str], since: int) -> Condition:
+    """Holds once ``service``'s log, read from ``since``, says it received one of this test's
+    requests (pdsim's first line of a request, SGLang's ``Receive:``, each naming the op). A
+    gauge read at the sampler's 10 Hz misses an engine that holds a short prompt for a few
+    milliseconds, as prefill does; a log line is never missed."""
+    from chaos.reports.logs import parse_engine_line  # the engines' line formats live there
+
+    def check(_: Sampler, __: float) -> tuple[bool, str]:
+        ops = {o.invoke.op for o in history.ops()}
+        for line in log()[since:].splitlines():
+            fields = parse_engine_line(line)
+            if fields.get("event") == "req" and fields.get("xrid") in ops:
+                return True, f"{service} received {fields['xrid']}"
+        return False, f"{service} logged no request of this test"
+
+    return Condition(f"{service} received a request", check)
 
 
 def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Condition:

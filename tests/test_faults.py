@@ -15,7 +15,7 @@ from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
 from chaos.history import Chunk, Complete, Invoke, Outcome, TriggerFired
 from chaos.toxiproxy import Toxic
-from chaos.triggers import Condition, bytes_crossed, gauge, log_line, requests_sent, streams_begun
+from chaos.triggers import Condition, bytes_crossed, gauge, log_line, received, requests_sent, streams_begun
 from tests import pdpair
 
 
@@ -213,6 +213,19 @@ def test_streams_begun_holds_once_an_open_stream_has_bytes(history, sampler):
     assert begun.check(sampler, 0.0) == (True, "1 streaming")
     history.append(Complete(history.now(), 0.0, "s", Outcome.OK, 200))
     assert not begun.check(sampler, 0.0)[0]
+
+
+def test_received_holds_once_the_engine_logs_one_of_the_tests_requests(history, sampler):
+    """prefill holds a short prompt for milliseconds; its log line is there for good. Lines
+    from before the test, of another test's request, or SGLang's own health checks do not count."""
+    log = ["2026-12-04 19:05:18.984 INFO prefill event=req ts=1.0 rid=r0 state=received xrid=old"]
+    cond = received(history, "prefill", lambda: "\n".join(log), since=len(log[0]))
+    history.append(Invoke(history.now(), 0.0, "op1", "/v1/chat/completions", False))
+    log.append("[2026-12-04 19:05:19] Receive: obj=GenerateReqInput(rid='HEALTH_CHECK_1', routing_key='')")
+    log.append("2026-12-04 19:05:19.100 INFO prefill event=req ts=1.1 rid=r1 state=received xrid=other")
+    assert not cond.check(sampler, 0.0)[0]
+    log.append("[2026-12-04 19:05:19] Receive: obj=GenerateReqInput(rid='abc', routing_key='op1', text='x')")
+    assert cond.check(sampler, 0.0) == (True, "prefill received op1")
 
 
 def test_a_fault_names_the_engines_it_strikes():

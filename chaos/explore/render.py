@@ -13,7 +13,8 @@ __all__ = ["render", "function_name"]
 
 _TRIGGERS = {
     "now": "",
-    "at_prefill": ', when=scenario.requests_at("prefill") >= 1',
+    # prefill holds a short prompt for milliseconds: its log, not a 10 Hz gauge, says it came
+    "at_prefill": ', when=scenario.received("prefill")',
     "at_decode": ', when=scenario.requests_at("decode") >= 1',
     "mid_stream": ", when=scenario.streams_begun(1)",
 }
