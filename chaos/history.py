@@ -18,7 +18,6 @@ from typing import Any, Iterator, TypeVar
 
 __all__ = [
     "ENDS_SERVING",
-    "GONE",
     "Chunk",
     "Complete",
     "FaultEvent",
@@ -130,11 +129,9 @@ class Complete:
         return self.outcome is Outcome.OK
 
 
-# The fault actions after which the struck process is gone: whatever it was serving ends
-GONE = frozenset({"kill", "restart"})
-# The fault actions that end whatever the struck engine was serving: a process gone, or every
-# request it holds aborted (``abort_all``, acknowledged by the engine)
-ENDS_SERVING = GONE | {"abort_all"}
+# The fault actions that end whatever the struck engine was serving: its process gone (kill,
+# restart), or every request it holds aborted (``abort_all``, acknowledged by the engine)
+ENDS_SERVING = frozenset({"kill", "restart", "abort_all"})
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from chaos.sampler import Sampler
 from chaos.targets.base import Target
 
 __all__ = [
-    "received",
     "Condition",
     "Signal",
     "bytes_crossed",
@@ -29,6 +28,7 @@ __all__ = [
     "log_line",
     "poll_for",
     "quiet",
+    "received",
     "requests_done",
     "requests_sent",
     "streams_begun",
@@ -147,12 +147,20 @@ def received(history: History, service: str, log: Callable[[], str], since: int)
     """Holds once ``service``'s log, read from ``since``, says it received one of this test's
     requests (pdsim's first line of a request, SGLang's ``Receive:``, each naming the op). A
     gauge read at the sampler's 10 Hz misses an engine that holds a short prompt for a few
-    milliseconds, as prefill does; a log line is never missed."""
+    milliseconds, as prefill does; a log line is never missed. Each check reads on from the
+    last complete line the one before it read (a line still being written is read again):
+    a request is in the history before it is sent, so no line about it comes before its op
+    is known."""
     from chaos.reports.logs import parse_engine_line  # the engines' line formats live there
 
+    read = [since]  # how far the log has been scanned
+
     def check(_: Sampler, __: float) -> tuple[bool, str]:
+        text = log()
+        start = read[0] if len(text) >= read[0] else 0  # a log that shrank was rotated
+        read[0] = max(start, text.rfind("\n", start) + 1)
         ops = {o.invoke.op for o in history.ops()}
-        for line in log()[since:].splitlines():
+        for line in text[start:].splitlines():
             fields = parse_engine_line(line)
             if fields.get("event") == "req" and fields.get("xrid") in ops:
                 return True, f"{service} received {fields['xrid']}"

@@ -58,20 +58,20 @@ def backstops_stay_idle(h: History, *, phase: Phase | None = None) -> Finding:
     lines = [ev for ev in h.of(LogEvent) if ev.op in ops and ev.service in ("prefill", "decode")]
     if not lines:
         return unknown(f"the engines logged nothing about the {len(ops)} requests")
-    released: dict[tuple[str, str], tuple[LogEvent, str, float]] = {}
+    released: dict[tuple[str, str], tuple[LogEvent, float]] = {}  # (op, backstop): its first line, seconds
     for ev in lines:
         if (found := backstop_of(ev.line)) is not None:
-            released.setdefault((ev.op, found[0]), (ev, *found))
+            released.setdefault((ev.op, found[0]), (ev, found[1]))
     logged = len({ev.op for ev in lines})
     if released:
         told = "; ".join(
             f"{op} by {which} after {after:g}s ({ev.service} at t={ev.t:.2f}s)"
-            for (op, which), (ev, _, after) in list(released.items())[:5]
+            for (op, which), (ev, after) in list(released.items())[:5]
         )
         return failed(
             f"{len({op for op, _ in released})} of {logged} requests were released by a backstop: {told}",
             ops=sorted({op for op, _ in released}),
-            at=[ev.t for ev, _, _ in released.values()],
+            at=[ev.t for ev, _ in released.values()],
             backstops=sorted({which for _, which in released}),
             of=logged,
         )
