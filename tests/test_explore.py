@@ -39,6 +39,15 @@ def test_the_same_seed_draws_the_same_schedules():
     assert all(Schedule.from_json(s.as_json()) == s for s in a)
 
 
+def test_the_deck_deals_every_fault_once_before_any_twice():
+    dealt = [st.strike for e in range(60) for st in generate(4, e, "embedded", ALL).steps if st.strike]
+    faults = strikes_for(ALL)
+    first = [(s.action, s.where, s.amount) for s in dealt[: len(faults)]]
+    assert sorted(first) == sorted(faults)  # the first round: each once
+    second = [(s.action, s.where, s.amount) for s in dealt[len(faults) : 2 * len(faults)]]
+    assert sorted(second) == sorted(faults) and second != first  # the next: each once more, in another order
+
+
 def test_schedules_fire_only_what_the_target_can():
     real = [generate(3, e, "sglang-cpu", REAL_SGLANG, max_steps=3) for e in range(40)]
     wheres = {s.strike.where for sch in real for s in sch.steps if s.strike}
@@ -100,6 +109,8 @@ def test_impatient_clients_hang_up_inside_their_own_block_and_fire_nothing_else(
         ((None, None), True),  # load alone
         ((Strike("abort_all", "prefill"), Strike("down", "control")), False),  # a cut link: a timeout may be its path
         ((Strike("kill", "router"),), False),  # smg gone: nothing drops the engines' legs
+        ((None, Strike("down", "kv", "at_decode")), True),  # the transfer fails at once: prefill tells decode
+        ((None, Strike("blackhole", "kv")), False),  # the KV swallowed: decode's waiting timeout is the path
     ],
 )
 def test_backstops_are_judged_where_only_primary_paths_acted(strikes, judged):
@@ -124,7 +135,7 @@ def test_load_alone_is_bracketed_as_the_clients_own_and_judged_quiet():
         (Strike("down", "client_router", "at_decode"), "link"),
         (Strike("kill", "router", "at_decode"), "router_killed"),
         (Strike("terminate", "router"), "router_drained"),
-        (Strike("down", "kv"), None),
+        (Strike("blackhole", "kv"), None),
     ],
 )
 def test_a_fault_on_the_clients_hop_judges_its_window_by_what_a_cut_allows(strike, cut):

@@ -63,8 +63,9 @@ def judge_universal(
     conversations, no turn is dropped; where decode is killed, restarted or aborts everything
     it holds (``decode_ended``), no stream it was serving goes on to succeed
     (``no_hidden_fault``); where only primary paths acted
-    (``primary_only``: the clients' own hang-ups and engines' aborts, no engine, link or
-    router struck), no backstop released a request (``backstops_stay_idle``)."""
+    (``primary_only``: the clients' own hang-ups, engines' aborts, a KV link refusing or
+    resetting; ``chaos.explore.schedule.primary_path``), no backstop released a request
+    (``backstops_stay_idle``)."""
     checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
     if cut is None:
         checks.append(v.failed_requests_are_clean())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, client_hop, family
+from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, client_hop, primary_path
 from chaos.history import ENDS_SERVING
 
 __all__ = ["render", "function_name"]
@@ -91,7 +91,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     cut = client_hop(s.strike for s in steps if s.strike)
     decode_ended = any(s.strike and s.strike.action in ENDS_SERVING and s.strike.where == "decode" for s in steps)
     # only the primary paths act: every release is theirs, none a backstop's
-    primary_only = all(s.strike is None or family(s.strike.action, s.strike.where) == "abort" for s in steps)
+    primary_only = all(s.strike is None or primary_path(s.strike) for s in steps)
     body = ["d = deadlines(bounds)"]
     body.append(
         "judge_universal(scenario, d, "

@@ -4,22 +4,22 @@ schedule; the shrinker makes smaller ones of the same types (``chaos.explore.shr
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Collection, Iterable
+from typing import Any, Collection, Iterable, Iterator
 
 from chaos.targets.base import Capability
 
 __all__ = [
-    "FAMILY_WEIGHTS",
     "LOADS",
     "Load",
     "Schedule",
     "Step",
     "Strike",
     "client_hop",
-    "family",
+    "primary_path",
     "generate",
     "strikes_for",
 ]
@@ -30,10 +30,11 @@ __all__ = [
 LOAD_WEIGHTS = {"conversation": 3, "streams": 3, "requests": 2, "burst": 2, "impatient": 1, "unservable": 1}
 LOADS = tuple(LOAD_WEIGHTS)
 HANG_UP_AFTER = 2  # events an impatient client reads before it hangs up
-# A fault is drawn by family first, then uniformly within it, so that a family with many
-# members (a link's five faults times four links) does not crowd out one with few: PD's own
-# windows (the engines' links, the engines themselves) most, the client's hop and aborts less.
-FAMILY_WEIGHTS = {"engine link": 4, "engine": 3, "client hop": 2, "abort": 1}
+# Faults are dealt from a deck: every fault the target can fire, in an order shuffled from
+# the seed, dealt one per struck step across the seed's episodes, then shuffled again. So the
+# first round of a seed meets each fault once (a kind of fault weighs as many as it has: a
+# link's five on each of four links make the engines' links half the deck), and a short budget
+# (the CI's minutes, the find-rate bench's ten) is not spent on repeats while faults go unmet.
 # when a fault fires: at once, once an engine holds requests, or once a stream has begun (its
 # request can no longer be retried behind the client's back)
 TRIGGERS = ("now", "at_prefill", "at_decode", "mid_stream")
@@ -108,13 +109,13 @@ class Schedule:
         return f"s{self.seed}_e{self.episode}"
 
 
-def family(action: str, where: str) -> str:
-    """A fault's family (``FAMILY_WEIGHTS``): what it strikes."""
-    if action == "abort_all":
-        return "abort"
-    if where in ("router", "client_router"):
-        return "client hop"
-    return "engine" if where in ("prefill", "decode") else "engine link"
+def primary_path(strike: Strike) -> bool:
+    """Whether the system's primary paths alone answer ``strike``, no timeout or watchdog:
+    an engine's abort of its rooms, or a KV link that refuses or resets connections (the
+    transfer fails at once, and prefill tells decode over the control link). A cut control
+    or bootstrap link, a link that swallows or crawls, an engine or router struck: there a
+    backstop may be the only path."""
+    return strike.action == "abort_all" or (strike.where == "kv" and strike.action in ("down", "reset_peer"))
 
 
 def strikes_for(caps: Collection[Capability]) -> list[tuple[str, str, int]]:
@@ -157,31 +158,43 @@ def _load(rng: random.Random, *, held: bool) -> Load:
     return Load(shape, rng.randint(2, 6), words=rng.choice((10, 200)), max_tokens=tokens)
 
 
-def generate(seed: int, episode: int, target: str, caps: Collection[Capability], *, max_steps: int = 3) -> Schedule:
-    """Episode ``episode`` of ``seed``: one to ``max_steps`` steps, each, three times in
-    four, a fault the target supports on a drawn trigger, and a load. Impatient clients
-    are their own fault: their step fires no other."""
-    rng = random.Random(f"pd-chaos explore {seed}:{episode}")
-    families: dict[str, list[tuple[str, str, int]]] = {}
-    for item in strikes_for(caps):
-        families.setdefault(family(item[0], item[1]), []).append(item)
-    names = sorted(families)
+def _deck(seed: int, caps: Collection[Capability]) -> Iterator[tuple[str, str, int]]:
+    """The faults of ``caps`` in rounds, each round every fault once in an order of its own."""
+    faults = strikes_for(caps)
+    for round_ in itertools.count():
+        order = list(faults)
+        random.Random(f"pd-chaos explore deck {seed}:{round_}").shuffle(order)
+        yield from order
+
+
+def _steps(rng: random.Random, deck: Iterator[tuple[str, str, int]], *, max_steps: int) -> tuple[Step, ...]:
+    """One episode's steps: each, three times in four, a fault dealt from ``deck`` on a drawn
+    trigger, with a load. Impatient clients are their own fault: their step takes no card."""
     steps = []
     for _ in range(rng.randint(1, max_steps)):
+        struck, trigger = rng.random() < 0.75, rng.choice(TRIGGERS)
+        load = _load(rng, held=struck and trigger != "now")
+        if load.shape == "unservable":  # no engine ever holds it
+            trigger = "now"
+        if trigger == "mid_stream" and load.shape not in STREAMING:
+            trigger = "at_decode"
         strike = None
-        if families and rng.random() < 0.75:
-            drawn = rng.choices(names, weights=[FAMILY_WEIGHTS[n] for n in names])[0]
-            action, where, amount = rng.choice(families[drawn])
-            strike = Strike(action, where, rng.choice(TRIGGERS), amount)
-        load = _load(rng, held=strike is not None and strike.trigger != "now")
-        if load.shape == "unservable" and strike is not None:  # no engine ever holds it
-            strike = replace(strike, trigger="now")
-        if strike is not None and strike.trigger == "mid_stream" and load.shape not in STREAMING:
-            strike = replace(strike, trigger="at_decode")
-        if load.shape == "impatient":
-            strike = None
+        if struck and load.shape != "impatient":
+            action, where, amount = next(deck)
+            strike = Strike(action, where, trigger, amount)
         steps.append(Step(load, strike))
-    return Schedule(seed, episode, target, tuple(steps))
+    return tuple(steps)
+
+
+def generate(seed: int, episode: int, target: str, caps: Collection[Capability], *, max_steps: int = 3) -> Schedule:
+    """Episode ``episode`` of ``seed``: one to ``max_steps`` steps (``_steps``). Each
+    episode's draws come from its own generator, and its faults from the seed's deck where
+    the episodes before it left off (replayed: a few hundred draws), so the same seed,
+    episode and capabilities give the same schedule, whichever episodes ran before."""
+    deck = _deck(seed, caps)
+    for e in range(episode + 1):
+        steps = _steps(random.Random(f"pd-chaos explore {seed}:{e}"), deck, max_steps=max_steps)
+    return Schedule(seed, episode, target, steps)
 
 
 def client_hop(strikes: Iterable[Strike]) -> str | None:
