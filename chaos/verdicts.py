@@ -10,7 +10,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 
 | module | verdicts |
 |---|---|
-| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault, unservable_turned_away |
+| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault, sigterm_drains, unservable_turned_away |
 | ``judge.conversations`` | context_grows |
 | ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
@@ -53,6 +53,7 @@ from chaos.judge.requests import (
     failed_requests_are_clean,
     no_hidden_fault,
     outcomes_in,
+    sigterm_drains,
     status_agrees_with_body,
     unservable_turned_away,
 )
@@ -96,6 +97,7 @@ __all__ = [
     "replies_match_baseline",
     "requests_affected",
     "require",
+    "sigterm_drains",
     "status_agrees_with_body",
     "unknown",
     "unservable_turned_away",

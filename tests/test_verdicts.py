@@ -850,6 +850,27 @@ def test_no_hidden_fault_without_a_kill_is_unknown():
     assert v.no_hidden_fault(service="decode")(h).status is v.Status.UNKNOWN
 
 
+@pytest.mark.parametrize(
+    ("action", "outcome", "first_byte_t", "verdict"),
+    [
+        ("terminate", Outcome.OK, 0.2, v.Status.PASS),  # drained: the open stream finished
+        ("terminate", Outcome.TRUNCATED, 0.2, v.Status.FAIL),  # cut by the SIGTERM
+        ("terminate", Outcome.CLEAN_ERROR, 0.2, v.Status.FAIL),  # an error event is still a stream not drained
+        ("terminate", Outcome.HUNG_UP, 0.2, v.Status.PASS),  # the client's own hang-up
+        ("terminate", Outcome.CLEAN_ERROR, 1.5, v.Status.PASS),  # begun after the SIGTERM: may be refused
+        ("kill", Outcome.TRUNCATED, 0.2, v.Status.UNKNOWN),  # a SIGKILL drains nothing: not judged
+    ],
+)
+def test_a_stream_open_at_a_sigterm_finishes(action, outcome, first_byte_t, verdict):
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "f#1", Stage.INJECT, f"{action} decode", implicates=("decode",), action=action))
+    h.append(FaultEvent(1.1, 0.0, "f#1", Stage.VERIFIED, f"{action} decode", implicates=("decode",), action=action))
+    h.append(Invoke(0.0, 0.0, "s", "/v1/chat/completions", True))
+    h.append(Complete(3.0, 0.0, "s", outcome, 200, "", "text", 5, 8, first_byte_t=first_byte_t))
+    judged = v.sigterm_drains()(h)
+    assert judged.status is verdict, judged.message
+
+
 # A failed request's line as each engine writes it when a backstop released it (pdsim's
 # logfmt; SGLang 0.5.23's Finish line, its finish_reason carrying the abort's message), and
 # a release by the primary path (a decode abort relayed to prefill)

@@ -29,13 +29,17 @@ FAILURE_COUNTERS = (PREFILL_BOOTSTRAP_FAILED, PREFILL_TRANSFER_FAILED, DECODE_TR
 # How a request may end when a fault strikes the client's own hop: nothing past a cut link, or
 # a dead router, can send the client an error, so these are the clean ends there (the same
 # sets suites/test_proxy_wedge.py and suites/test_router_restart.py judge). A router drained by
-# SIGTERM still finishes what it holds: only requests sent once its port is dark may fail.
+# SIGTERM still finishes what it holds: only requests sent once its port is dark may fail. A
+# frozen decode (SIGSTOP) holds the streams it serves: no byte, no error, no close can come
+# from it, and smg waits on it, so the client's own deadline ends them (the gray failure the
+# incident's client had no timeout for); once it thaws, what it held goes on.
 # Whatever the cut, a client may hang up on purpose (an impatient load in the same phase).
 _CLIENT = frozenset({Outcome.CLEAN_ERROR, Outcome.HUNG_UP})
 CUT_BY: dict[str, frozenset[Outcome]] = {
     "link": _CLIENT | {Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.STALLED},
     "router_killed": _CLIENT | {Outcome.CONNECTION_ERROR, Outcome.TRUNCATED},
     "router_drained": _CLIENT | {Outcome.CONNECTION_ERROR},
+    "decode_frozen": _CLIENT | {Outcome.CLIENT_TIMEOUT, Outcome.STALLED},
 }
 
 
@@ -51,28 +55,31 @@ def judge_universal(
     *,
     baseline: bool,
     conversations: bool,
-    cut: str | None = None,
+    cut: str | tuple[str, ...] = (),
     decode_ended: bool = False,
+    drained: bool = False,
     primary_only: bool = False,
 ) -> None:
     """Every request ends within its client's deadline, with a status its body agrees with;
-    every failure is clean (while a
-    fault ``cut`` the client's hop, every failure during it ends as ``CUT_BY[cut]`` allows);
+    every failure is clean (while a fault ``cut`` the client's hop or froze decode, every
+    failure during it ends as one of ``CUT_BY[c]`` for each ``c`` in ``cut`` allows);
     with a baseline (so that some replies succeed), every successful reply equals its
     context's fault-free reply and says truthfully why it ended; with multi-round
     conversations, no turn is dropped; where decode is killed, restarted or aborts everything
     it holds (``decode_ended``), no stream it was serving goes on to succeed
-    (``no_hidden_fault``); where only primary paths acted
+    (``no_hidden_fault``); where a service was sent SIGTERM (``drained``), every stream open
+    then finishes (``sigterm_drains``); where only primary paths acted
     (``primary_only``: the clients' own hang-ups, engines' aborts, a KV link refusing or
     resetting; ``chaos.explore.schedule.primary_path``), no backstop released a request
     (``backstops_stay_idle``)."""
     checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
-    if cut is None:
+    cut = (cut,) if isinstance(cut, str) else cut
+    if not cut:
         checks.append(v.failed_requests_are_clean())
     else:
         checks += [
             v.failed_requests_are_clean(phase=Phase.BASELINE),
-            v.outcomes_in(set(CUT_BY[cut]), phase=Phase.FAULT),
+            v.outcomes_in(set().union(*(CUT_BY[c] for c in cut)), phase=Phase.FAULT),
             v.failed_requests_are_clean(phase=Phase.AFTER),
         ]
     if baseline:
@@ -81,6 +88,8 @@ def judge_universal(
         checks.append(v.context_grows())
     if decode_ended:
         checks.append(v.no_hidden_fault(service="decode"))
+    if drained:
+        checks.append(v.sigterm_drains())
     if primary_only:
         checks.append(v.backstops_stay_idle())
     scenario.judge(*checks)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, client_hop, primary_path
+from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, cuts, primary_path
 from chaos.history import ENDS_SERVING
 
 __all__ = ["render", "function_name"]
@@ -65,8 +65,14 @@ def _baseline(schedule: Schedule, k: int, load: Load) -> str | None:
     return None
 
 
+# decode's line when its heartbeat gives a prefill up (SGLang's and pdsim's alike)
+PREFILL_LOST = "Lost connection with prefill instance"
+
+
 def _fault(strike: Strike) -> str:
-    when = _TRIGGERS[strike.trigger]
+    when = (f', stream="{strike.stream}"' if strike.stream else "") + _TRIGGERS[strike.trigger]
+    if strike.held:  # healed once decode gave the prefill up, or the heartbeat's bound passed
+        when += f', until=scenario.logs("decode", "{PREFILL_LOST}"), hold_s=bounds.heartbeat_detect_s + bounds.slack_s'
     a, w = strike.action, strike.where
     if a == "terminate":
         return f'faults.terminate("{w}", drain_s=bounds.router_timeout_s{when})'
@@ -88,7 +94,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     steps = schedule.steps
     baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
     faults = any(s.strike or s.load.shape == "impatient" for s in steps)
-    cut = client_hop(s.strike for s in steps if s.strike)
+    cut = cuts(s.strike for s in steps if s.strike)
     decode_ended = any(s.strike and s.strike.action in ENDS_SERVING and s.strike.where == "decode" for s in steps)
     # only the primary paths act: every release is theirs, none a backstop's
     primary_only = all(s.strike is None or primary_path(s.strike) for s in steps)
@@ -97,8 +103,9 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         "judge_universal(scenario, d, "
         f"baseline={bool(baselines)}, "
         f"conversations={any(s.load.shape == 'conversation' and s.load.rounds > 1 for s in steps)}"
-        + (f', cut="{cut}"' if cut else "")
+        + ((f', cut="{cut[0]}"' if len(cut) == 1 else f", cut={cut!r}") if cut else "")
         + (", decode_ended=True" if decode_ended else "")
+        + (", drained=True" if any(s.strike and s.strike.action == "terminate" for s in steps) else "")
         + (", primary_only=True" if primary_only else "")
         + ")"
     )

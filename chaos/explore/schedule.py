@@ -18,7 +18,7 @@ __all__ = [
     "Schedule",
     "Step",
     "Strike",
-    "client_hop",
+    "cuts",
     "primary_path",
     "generate",
     "strikes_for",
@@ -33,12 +33,16 @@ HANG_UP_AFTER = 2  # events an impatient client reads before it hangs up
 # Faults are dealt from a deck: every fault the target can fire, in an order shuffled from
 # the seed, dealt one per struck step across the seed's episodes, then shuffled again. So the
 # first round of a seed meets each fault once (a kind of fault weighs as many as it has: a
-# link's five on each of four links make the engines' links half the deck), and a short budget
+# link's eight, a stall or crawl each way, on each of four links make the links two thirds of
+# the deck), and a short budget
 # (the CI's minutes, the find-rate bench's ten) is not spent on repeats while faults go unmet.
 # when a fault fires: at once, once an engine holds requests, or once a stream has begun (its
 # request can no longer be retried behind the client's back)
 TRIGGERS = ("now", "at_prefill", "at_decode", "mid_stream")
 STREAMING = ("conversation", "streams", "burst")  # the loads a mid-stream trigger can wait on
+# The faults that can cost decode its prefill by the heartbeat (which asks the bootstrap
+# server): a bootstrap link that fails it, a prefill gone or frozen. Half of them are held.
+HOLDABLE = {"bootstrap": ("down", "blackhole", "reset_peer"), "prefill": ("kill", "freeze")}
 
 
 @dataclass(frozen=True)
@@ -59,15 +63,28 @@ class Load:
 @dataclass(frozen=True)
 class Strike:
     """One fault: ``action`` on ``where`` (a service or a link), fired on ``trigger``.
-    ``amount`` is the toxic's figure where it takes one (ms of latency, KB/s)."""
+    ``amount`` is the toxic's figure where it takes one (ms of latency, KB/s); ``stream``
+    the direction a toxic acts on ("upstream": what the link's client sends, decode's
+    handshake and bootstrap calls, prefill's KV; "" for a fault that takes none). ``held``:
+    the fault outlasts its load until decode's heartbeat gives the prefill up (or its
+    detection bound passes), so that what decode does about a lost prefill, and once the
+    prefill is back, is tested too (``HOLDABLE``)."""
 
     action: str
     where: str
     trigger: str = "now"
     amount: int = 0
+    stream: str = ""
+    held: bool = False
 
     def describe(self) -> str:
-        return f"{self.action} {self.where}" + (f" ({self.amount})" if self.amount else "") + f" on {self.trigger}"
+        return (
+            f"{self.action} {self.where}"
+            + (f" {self.stream}" if self.stream else "")
+            + (f" ({self.amount})" if self.amount else "")
+            + f" on {self.trigger}"
+            + (", held until decode gives prefill up" if self.held else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -97,11 +114,12 @@ class Schedule:
     def with_steps(self, steps: Collection[Step]) -> Schedule:
         return replace(self, steps=tuple(steps))
 
-    def size(self) -> tuple[int, int, int]:
-        """Steps, faults, then load: what "smaller" means when shrinking."""
+    def size(self) -> tuple[int, int, int, int]:
+        """Steps, faults, held faults, then load: what "smaller" means when shrinking."""
         return (
             len(self.steps),
             sum(1 for s in self.steps if s.strike),
+            sum(1 for s in self.steps if s.strike and s.strike.held),
             sum(s.load.size() for s in self.steps),
         )
 
@@ -118,15 +136,18 @@ def primary_path(strike: Strike) -> bool:
     return strike.action == "abort_all" or (strike.where == "kv" and strike.action in ("down", "reset_peer"))
 
 
-def strikes_for(caps: Collection[Capability]) -> list[tuple[str, str, int]]:
-    """Every (action, where, amount) the target can fire: process faults with process control,
-    a link's faults where the target can break that link."""
-    out: list[tuple[str, str, int]] = []
+def strikes_for(caps: Collection[Capability]) -> list[Strike]:
+    """Every fault the target can fire (each ``on "now"``): process faults with process
+    control, a link's faults where the target can break that link. A toxic that stalls or
+    slows (blackhole, latency, bandwidth) comes once in each direction: a link's two ways
+    fail differently (decode's handshake never reaching prefill, or prefill's answer never
+    coming back). Down and reset end the connection whichever way: one each."""
+    out: list[Strike] = []
     if Capability.PROCESS_CONTROL in caps:
         for service in ("prefill", "decode", "router"):
-            out += [("kill", service, 0), ("restart", service, 0), ("terminate", service, 0)]
-        out += [("freeze", "prefill", 0), ("freeze", "decode", 0)]
-    out += [("abort_all", "prefill", 0), ("abort_all", "decode", 0)]
+            out += [Strike(action, service) for action in ("kill", "restart", "terminate")]
+        out += [Strike("freeze", "prefill"), Strike("freeze", "decode")]
+    out += [Strike("abort_all", "prefill"), Strike("abort_all", "decode")]
     links = {
         "client_router": Capability.PROXIED_CLIENT,
         "bootstrap": Capability.PROXIED_BOOTSTRAP,
@@ -136,10 +157,11 @@ def strikes_for(caps: Collection[Capability]) -> list[tuple[str, str, int]]:
     for link, needs in links.items():
         if needs not in caps:
             continue
-        out += [("down", link, 0), ("blackhole", link, 0), ("reset_peer", link, 0)]
+        out += [Strike("down", link), Strike("reset_peer", link)]
+        stalls = [("blackhole", 0), ("bandwidth", 4)]
         if link == "client_router" or Capability.LINK_DELAY in caps:
-            out.append(("latency", link, 300))
-        out.append(("bandwidth", link, 4))
+            stalls.append(("latency", 300))
+        out += [Strike(a, link, amount=n, stream=way) for a, n in stalls for way in ("upstream", "downstream")]
     return out
 
 
@@ -158,7 +180,7 @@ def _load(rng: random.Random, *, held: bool) -> Load:
     return Load(shape, rng.randint(2, 6), words=rng.choice((10, 200)), max_tokens=tokens)
 
 
-def _deck(seed: int, caps: Collection[Capability]) -> Iterator[tuple[str, str, int]]:
+def _deck(seed: int, caps: Collection[Capability]) -> Iterator[Strike]:
     """The faults of ``caps`` in rounds, each round every fault once in an order of its own."""
     faults = strikes_for(caps)
     for round_ in itertools.count():
@@ -167,21 +189,22 @@ def _deck(seed: int, caps: Collection[Capability]) -> Iterator[tuple[str, str, i
         yield from order
 
 
-def _steps(rng: random.Random, deck: Iterator[tuple[str, str, int]], *, max_steps: int) -> tuple[Step, ...]:
+def _steps(rng: random.Random, deck: Iterator[Strike], *, max_steps: int) -> tuple[Step, ...]:
     """One episode's steps: each, three times in four, a fault dealt from ``deck`` on a drawn
-    trigger, with a load. Impatient clients are their own fault: their step takes no card."""
+    trigger (held or not, where it can be), with a load. Two loads take no card: impatient
+    clients are their own fault, and a request the stack can never serve is judged only
+    with no fault in its way (turned away at the door), so a card dealt to it is wasted."""
     steps = []
     for _ in range(rng.randint(1, max_steps)):
         struck, trigger = rng.random() < 0.75, rng.choice(TRIGGERS)
         load = _load(rng, held=struck and trigger != "now")
-        if load.shape == "unservable":  # no engine ever holds it
-            trigger = "now"
         if trigger == "mid_stream" and load.shape not in STREAMING:
             trigger = "at_decode"
         strike = None
-        if struck and load.shape != "impatient":
-            action, where, amount = next(deck)
-            strike = Strike(action, where, trigger, amount)
+        if struck and load.shape not in ("impatient", "unservable"):
+            strike = replace(next(deck), trigger=trigger)
+            if strike.action in HOLDABLE.get(strike.where, ()):
+                strike = replace(strike, held=rng.random() < 0.5)
         steps.append(Step(load, strike))
     return tuple(steps)
 
@@ -197,14 +220,21 @@ def generate(seed: int, episode: int, target: str, caps: Collection[Capability],
     return Schedule(seed, episode, target, steps)
 
 
-def client_hop(strikes: Iterable[Strike]) -> str | None:
-    """Which ``chaos.explore.invariants.CUT_BY`` set applies: the first strike on the client's hop (the client_router
-    link, or smg itself), or none."""
+def cuts(strikes: Iterable[Strike]) -> tuple[str, ...]:
+    """Which ``chaos.explore.invariants.CUT_BY`` sets apply, each once, in the order struck:
+    a strike on the client's hop (the client_router link, or smg itself), or a frozen
+    decode, which holds the streams it serves where nothing can end them."""
+    out: list[str] = []
     for s in strikes:
+        cut = None
         if s.where == "client_router":
-            return "link"
-        if s.where == "router" and s.action in ("kill", "restart"):
-            return "router_killed"
-        if s.where == "router" and s.action == "terminate":
-            return "router_drained"
-    return None
+            cut = "link"
+        elif s.where == "router" and s.action in ("kill", "restart"):
+            cut = "router_killed"
+        elif s.where == "router" and s.action == "terminate":
+            cut = "router_drained"
+        elif s.where == "decode" and s.action == "freeze":
+            cut = "decode_frozen"
+        if cut and cut not in out:
+            out.append(cut)
+    return tuple(out)

@@ -1,6 +1,6 @@
 """Shrinking a failing schedule: greedy steps towards a smaller one that still fails the same
 way, as Hypothesis shrinks an input. Each pass tries, in order, dropping a step, dropping a
-step's fault, and making a load smaller; the first candidate that still fails is kept and
+step's fault, letting a held fault go with its load, and making a load smaller; the first candidate that still fails is kept and
 the passes start again, until none does or the budget is spent."""
 
 from __future__ import annotations
@@ -35,6 +35,11 @@ def candidates(schedule: Schedule) -> Iterator[Schedule]:
     for i, step in enumerate(steps):
         if step.strike is not None:
             yield schedule.with_steps(steps[:i] + [Step(step.load)] + steps[i + 1 :])
+    for i, step in enumerate(steps):
+        if step.strike is not None and step.strike.held:
+            yield schedule.with_steps(
+                steps[:i] + [replace(step, strike=replace(step.strike, held=False))] + steps[i + 1 :]
+            )
     for i, step in enumerate(steps):
         for load in _smaller_loads(step.load):
             yield schedule.with_steps(steps[:i] + [replace(step, load=load)] + steps[i + 1 :])

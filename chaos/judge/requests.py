@@ -15,6 +15,7 @@ __all__ = [
     "failed_requests_are_clean",
     "no_hidden_fault",
     "outcomes_in",
+    "sigterm_drains",
     "status_agrees_with_body",
     "unservable_turned_away",
 ]
@@ -173,6 +174,33 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
     if not struck:  # holds, with nothing at stake: the evidence says so (of=0)
         return passed(f"no stream had begun on {service} when it was struck", of=0)
     return passed(f"{len(struck)} streams open on {service} when struck; none went on to succeed", of=len(struck))
+
+
+@verdict(lambda **_: "sigterm_drains")
+def sigterm_drains(h: History) -> Finding:
+    """A SIGTERM drains: every stream that had begun before a service was sent SIGTERM ends
+    ``ok``, whichever service it was. A draining service finishes what it holds and stops
+    taking more (smg's three-phase shutdown, #876; SGLang answers /health 503 while it
+    drains): only requests sent once it stopped may fail. A client's own hang-up is its own.
+    Unknown when no SIGTERM was verified."""
+    verified = {f.fault for f in h.of(FaultEvent) if f.stage is Stage.VERIFIED}
+    sent = [f for f in h.of(FaultEvent) if f.stage is Stage.INJECT and f.action == "terminate" and f.fault in verified]
+    if not sent:
+        return unknown("no SIGTERM was verified")
+    open_ = [
+        o
+        for o in completed(h, None)
+        if o.invoke.stream
+        and any(o.complete.first_byte_t is not None and o.complete.first_byte_t < f.t < o.complete.t for f in sent)
+    ]
+    cut = [o for o in open_ if o.outcome not in (Outcome.OK, Outcome.HUNG_UP)]
+    if cut:
+        return naming(
+            cut, len(open_), "streams open at a SIGTERM did not finish", lambda o: f"{label(o)} ended {o.outcome.value}"
+        )
+    if not open_:
+        return passed("no stream had begun when a SIGTERM came", of=0)
+    return passed(f"{len(open_)} streams open at a SIGTERM, each finished", of=len(open_))
 
 
 @verdict(lambda within_s, workload, **_: f"unservable_turned_away({workload}, within={within_s:g}s)")
