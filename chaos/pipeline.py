@@ -141,6 +141,9 @@ PIPELINE: tuple[Hop, ...] = (
     Hop("decode running", "decode", ("num_running_reqs",), ("running",), _DECODE_OUT, "decode running"),
 )
 
+# Decode's log line when its heartbeat gives a prefill up (SGLang's common/conn.py; pdsim's too)
+PREFILL_LOST = "Lost connection with prefill instance"
+
 # The watchdogs' failure counters: what a fired bootstrap, waiting or inflight timeout bumps.
 PREFILL_BOOTSTRAP_FAILED = Metric("prefill", "num_bootstrap_failed_reqs_total")
 PREFILL_TRANSFER_FAILED = Metric("prefill", "num_transfer_failed_reqs_total")

@@ -16,11 +16,10 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.history import Phase
-from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.pipeline import ENGINE_QUEUES, PREFILL_LOST, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_bootstrap")]
 
-LOST = "Lost connection with prefill instance"  # SGLang's log line when the heartbeat gives up (pdsim's too)
 HEARTBEAT_READ_S = 3.0  # a heartbeat's read timeout, (2, 3) in SGLang's common/conn.py; pdsim's too
 CONVERSATION = dict(agents=2, rounds=1)
 
@@ -37,7 +36,7 @@ def test_decode_serves_again_once_its_link_to_prefill_heals(scenario, workload, 
     declared_lost_within_s = (
         bounds.heartbeat_max_failure * (bounds.heartbeat_interval_s + HEARTBEAT_READ_S) + bounds.slack_s
     )
-    lost = scenario.logs("decode", LOST)
+    lost = scenario.logs("decode", PREFILL_LOST)
     with faults.blackhole("bootstrap", stream="upstream"):
         faults.wait(lost, deadline_s=declared_lost_within_s)  # the premise: decode gave the prefill up
     workload.conversations(**CONVERSATION).run()

@@ -8,6 +8,7 @@ import textwrap
 
 from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, cuts, primary_path
 from chaos.history import ENDS_SERVING
+from chaos.pipeline import PREFILL_LOST
 
 __all__ = ["render", "function_name"]
 
@@ -63,10 +64,6 @@ def _baseline(schedule: Schedule, k: int, load: Load) -> str | None:
     if load.shape in ("streams", "requests"):
         return f"workload.background({_texts(schedule, k, load)}, deadlines=d).join()"
     return None
-
-
-# decode's line when its heartbeat gives a prefill up (SGLang's and pdsim's alike)
-PREFILL_LOST = "Lost connection with prefill instance"
 
 
 def _fault(strike: Strike) -> str:

@@ -34,8 +34,8 @@ HANG_UP_AFTER = 2  # events an impatient client reads before it hangs up
 # the seed, dealt one per struck step across the seed's episodes, then shuffled again. So the
 # first round of a seed meets each fault once (a kind of fault weighs as many as it has: a
 # link's eight, a stall or crawl each way, on each of four links make the links two thirds of
-# the deck), and a short budget
-# (the CI's minutes, the find-rate bench's ten) is not spent on repeats while faults go unmet.
+# the deck), and a short budget (the CI's minutes, the find-rate bench's ten) is not spent on
+# repeats while faults go unmet.
 # when a fault fires: at once, once an engine holds requests, or once a stream has begun (its
 # request can no longer be retried behind the client's back)
 TRIGGERS = ("now", "at_prefill", "at_decode", "mid_stream")

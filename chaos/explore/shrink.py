@@ -1,7 +1,8 @@
 """Shrinking a failing schedule: greedy steps towards a smaller one that still fails the same
 way, as Hypothesis shrinks an input. Each pass tries, in order, dropping a step, dropping a
-step's fault, letting a held fault go with its load, and making a load smaller; the first candidate that still fails is kept and
-the passes start again, until none does or the budget is spent."""
+step's fault, letting a held fault heal with its load, and making a load smaller; the first
+candidate that still fails is kept and the passes start again, until none does or the
+budget is spent."""
 
 from __future__ import annotations
 

@@ -3,6 +3,8 @@ its body agrees with."""
 
 from __future__ import annotations
 
+from typing import Collection
+
 from chaos.bounds import SCHEDULER_PASS_S
 from chaos.history import ENDS_SERVING, Done, FaultEvent, History, Outcome, Phase, Stage
 from chaos.judge.clock import Since, start
@@ -137,6 +139,26 @@ IN_FLIGHT_S = 0.5
 ACTS_WITHIN_S = {"abort_all": SCHEDULER_PASS_S}
 
 
+def _verified(h: History, actions: Collection[str], service: str | None = None) -> list[tuple[FaultEvent, float]]:
+    """Each injected fault of ``actions`` (on ``service``, if given) that was verified to have
+    taken effect, with the time it was: a fault never verified proves nothing."""
+    verified = {f.fault: f.t for f in h.of(FaultEvent) if f.stage is Stage.VERIFIED}
+    return [
+        (f, verified[f.fault])
+        for f in h.of(FaultEvent)
+        if f.stage is Stage.INJECT
+        and f.action in actions
+        and (service is None or service in f.implicates)
+        and f.fault in verified
+    ]
+
+
+def _streaming_at(o: Done, t: float) -> bool:
+    """Whether ``o`` is a stream that had its first byte before ``t`` and ended after it."""
+    first = o.complete.first_byte_t
+    return o.invoke.stream and first is not None and first < t < o.complete.t
+
+
 @verdict(lambda service="decode", **_: f"no_hidden_fault({service})")
 def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float = IN_FLIGHT_S) -> Finding:
     """A stream that ``service`` was serving when its process was killed or restarted, or
@@ -146,21 +168,10 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
     abort), and ended ``ok`` was served by something the fault could not reach, which hid
     it from the client (a finding about the system, not about the rig). Unknown when no
     such fault struck."""
-    verified = {f.fault: f.t for f in h.of(FaultEvent) if f.stage is Stage.VERIFIED}
-    ends = [
-        (f.t, verified[f.fault] + ACTS_WITHIN_S.get(f.action, 0.0))
-        for f in h.of(FaultEvent)
-        if f.stage is Stage.INJECT and f.action in ENDS_SERVING and service in f.implicates and f.fault in verified
-    ]
+    ends = [(f.t, at + ACTS_WITHIN_S.get(f.action, 0.0)) for f, at in _verified(h, ENDS_SERVING, service)]
     if not ends:
         return unknown(f"no kill, restart or abort of everything on {service} was verified")
-    struck = [
-        (o, gone)
-        for o in completed(h, None)
-        if o.invoke.stream
-        for begun, gone in ends
-        if o.complete.first_byte_t is not None and o.complete.first_byte_t < begun < o.complete.t
-    ]
+    struck = [(o, gone) for o in completed(h, None) for begun, gone in ends if _streaming_at(o, begun)]
     hidden = [
         (o, gone) for o, gone in struck if o.outcome is Outcome.OK and any(c.t > gone + in_flight_s for c in o.chunks)
     ]
@@ -183,16 +194,10 @@ def sigterm_drains(h: History) -> Finding:
     taking more (smg's three-phase shutdown, #876; SGLang answers /health 503 while it
     drains): only requests sent once it stopped may fail. A client's own hang-up is its own.
     Unknown when no SIGTERM was verified."""
-    verified = {f.fault for f in h.of(FaultEvent) if f.stage is Stage.VERIFIED}
-    sent = [f for f in h.of(FaultEvent) if f.stage is Stage.INJECT and f.action == "terminate" and f.fault in verified]
+    sent = [f.t for f, _ in _verified(h, ("terminate",))]
     if not sent:
         return unknown("no SIGTERM was verified")
-    open_ = [
-        o
-        for o in completed(h, None)
-        if o.invoke.stream
-        and any(o.complete.first_byte_t is not None and o.complete.first_byte_t < f.t < o.complete.t for f in sent)
-    ]
+    open_ = [o for o in completed(h, None) if any(_streaming_at(o, t) for t in sent)]
     cut = [o for o in open_ if o.outcome not in (Outcome.OK, Outcome.HUNG_UP)]
     if cut:
         return naming(
