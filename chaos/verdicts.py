@@ -15,7 +15,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 | ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
 | ``judge.gauges`` | no_leak |
-| ``judge.recovery`` | recovers |
+| ``judge.recovery`` | recovers, recovers_after_each_heal |
 | ``judge.breakers`` | charged_only_where_struck |
 | ``judge.health`` | health_tells_truth, not_ready_before_gone |
 | ``judge.backstops`` | backstops_stay_idle |
@@ -46,7 +46,7 @@ from chaos.judge.known import KnownIssue, KnownIssueSeen, VerdictFailed, raise_u
 from chaos.judge.logs import receptions
 from chaos.judge.model import Evidence, Finding, Role, Status, Verdict, failed, met, passed, unknown, unmet
 from chaos.judge.premises import ended_as, open_at_fault, requests_affected
-from chaos.judge.recovery import recovers
+from chaos.judge.recovery import recovers, recovers_after_each_heal
 from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
 from chaos.judge.requests import (
     every_request_terminal,
@@ -94,6 +94,7 @@ __all__ = [
     "receptions",
     "record",
     "recovers",
+    "recovers_after_each_heal",
     "replies_match_baseline",
     "requests_affected",
     "require",

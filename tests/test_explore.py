@@ -107,7 +107,9 @@ def test_a_rendered_step_starts_its_load_and_heals_after_it():
     assert "scenario.baseline(agents=2, rounds=3, words_per_round=30, max_tokens=64, deadlines=d)" in text
     assert "load1 = workload.conversations(agents=2, rounds=3" in text
     assert 'with faults.kill("decode", when=scenario.requests_at("decode") >= 1):\n        load1.join()\n' in text
-    assert "load1.join()\n    workload.conversations(agents=2, rounds=3" in text  # again once healed
+    # again once healed and serving
+    assert "load1.join()\n    workload.probe_until_ok(within_s=bounds.recovery_s)\n    workload.conversations(" in text
+    assert "every_heal" not in text  # one fault: settle's recovers judges its heal
     assert "judge_universal(scenario, d, baseline=True, conversations=True, decode_ended=True)" in text
     assert "settle_universal(scenario, bounds)" in text
     assert "return 1  #" in text  # the seed is pinned in the file
@@ -283,3 +285,19 @@ def test_every_cut_of_a_schedule_is_allowed_its_ends():
 
 def test_a_client_may_hang_up_whatever_cuts_its_hop():
     assert all(Outcome.HUNG_UP in ends for ends in CUT_BY.values())  # found by the bench: impatient beside a cut
+
+
+def test_each_step_after_a_fault_waits_for_service_and_every_heal_is_judged():
+    s = Schedule(
+        1,
+        0,
+        "embedded",
+        (
+            Step(Load("streams", 2), Strike("kill", "decode")),
+            Step(Load("impatient", 2, words=10, max_tokens=200)),
+            Step(Load("streams", 2), Strike("down", "kv", "at_decode")),
+        ),
+    )
+    text = render(s)
+    assert text.count("workload.probe_until_ok(within_s=bounds.recovery_s)") == 3  # after each fault block
+    assert "every_heal=True" in text

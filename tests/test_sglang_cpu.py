@@ -174,7 +174,7 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     from concurrent.futures import ThreadPoolExecutor
 
     from chaos.client import Deadlines
-    from chaos.history import History
+    from chaos.history import History, Sample
     from chaos.pipeline import DECODE_UNSTAGED
     from chaos.reports import where_stuck
     from chaos.reports.logs import LogCursor, capture_logs
@@ -198,12 +198,18 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
             else 0.0
         )
 
+    def peak_since(t0: float) -> float:
+        """The most decode held at once in any sample since ``t0``: every sample counts, not
+        only the latest at a wake-up (the window is decode's 3 s bootstrap timeout)."""
+        return max((waiting(s) for s in history.of(Sample) if s.source == "decode" and s.t >= t0), default=0.0)
+
     assert workload.probe_until_ok(within_s=60).ok, "the stack is not serving (a test before this one left it broken)"
     with Sampler(history, metrics_urls(sglang_stack.info.endpoints)) as sampler:
         assert sampler.poll(
             lambda: sampler.latest("decode") is not None and waiting(sampler.latest("decode")) == 0, timeout_s=5
         )
         sglang_stack.freeze("prefill")
+        frozen_t = history.now()
         try:
             with ThreadPoolExecutor(2) as pool:
                 held = [
@@ -212,11 +218,16 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
                     )
                     for i in range(2)
                 ]
-                seen = sampler.poll(lambda: waiting(sampler.latest("decode")) >= 2, timeout_s=6)
+                seen = sampler.poll(lambda: peak_since(frozen_t) >= 2, timeout_s=6)
                 replies = [f.result(timeout=20) for f in held]
         finally:
             sglang_stack.thaw("prefill")
-    assert seen, "decode's /v1/loads never showed the two waiting requests"
+        samples = [s for s in history.of(Sample) if s.source == "decode" and s.t >= frozen_t]
+        failed = [t for t in sampler.failures["decode"] if t >= frozen_t]
+    assert seen, (
+        f"decode's /v1/loads never showed the two waiting requests: {len(samples)} samples since the freeze, "
+        f"peak {peak_since(frozen_t)}, {len(failed)} failed scrapes, replies {[r.outcome.value for r in replies]}"
+    )
     assert all(not r.ok for r in replies)
     capture_logs(history, cursor, {r.op for r in replies})
     rows = {row.op: row for row in where_stuck(history)}

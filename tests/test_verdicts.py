@@ -237,6 +237,26 @@ def test_recovers():
     assert status(check, nothing) is v.Status.UNKNOWN
 
 
+def test_recovers_after_each_heal():
+    """Each heal is judged on the requests sent between it and the next fault: a first heal
+    never recovered from fails even though the last one recovered; a heal with nothing sent
+    before the next fault is unknown."""
+    check = v.recovers_after_each_heal(within_s=5)
+    good, first_lost, silent = History(), History(), History()
+    for h in (good, first_lost, silent):
+        fault(h, 1.0, 2.0)
+        fault(h, 20.0, 21.0)
+        op(h, "last", 22.0, 22.5)
+    op(good, "p", 3.0, 3.5)
+    op(first_lost, "p", 3.0, 3.5, Outcome.CLEAN_ERROR)
+    op(first_lost, "q", 10.0, 10.5)  # a success, but 8.5 s after its heal
+    assert status(check, good) is v.Status.PASS
+    assert status(check, first_lost) is v.Status.FAIL and "1 heal(s)" in check(first_lost).message
+    assert status(v.recovers(within_s=5), first_lost) is v.Status.PASS  # the last heal alone hides it
+    assert status(check, silent) is v.Status.UNKNOWN
+    assert status(check, History()) is v.Status.UNKNOWN
+
+
 def test_recovers_from_when_a_held_engine_answers_again():
     """With ``ready``, the clock starts at the watched engine's first 200 after the heal; an
     engine never back leaves it at the heal, and an engine never watched is unknown."""

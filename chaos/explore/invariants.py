@@ -59,6 +59,7 @@ def judge_universal(
     decode_ended: bool = False,
     drained: bool = False,
     primary_only: bool = False,
+    every_heal: bool = False,
 ) -> None:
     """Every request ends within its client's deadline, with a status its body agrees with;
     every failure is clean (while a fault ``cut`` the client's hop or froze decode, every
@@ -71,7 +72,8 @@ def judge_universal(
     then finishes (``sigterm_drains``); where only primary paths acted
     (``primary_only``: the clients' own hang-ups, engines' aborts, a KV link refusing or
     resetting; ``chaos.explore.schedule.primary_path``), no backstop released a request
-    (``backstops_stay_idle``)."""
+    (``backstops_stay_idle``); where faults follow one another (``every_heal``), service
+    came back after each, within the target's recovery bound (``settle`` judges the last)."""
     checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
     cut = (cut,) if isinstance(cut, str) else cut
     if not cut:
@@ -92,6 +94,8 @@ def judge_universal(
         checks.append(v.sigterm_drains())
     if primary_only:
         checks.append(v.backstops_stay_idle())
+    if every_heal:
+        checks.append(v.recovers_after_each_heal(within_s=scenario.bounds.recovery_s))
     scenario.judge(*checks)
 
 

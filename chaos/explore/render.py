@@ -80,10 +80,17 @@ def _fault(strike: Strike) -> str:
     return f'faults.{a}("{w}"{when})'
 
 
+# After each heal, the next request waits until the stack serves again (smg takes a restarted
+# engine back at its next health check): else the replies sent again to hold against the
+# baseline meet "no available workers", and the next step's trigger waits on a worker smg does
+# not route to yet. How long it took is judged (``recovers_after_each_heal``), not waited out.
+_SERVING = "workload.probe_until_ok(within_s=bounds.recovery_s)"
+
+
 def render(schedule: Schedule, *, note: str = "") -> str:
     """The scenario file of ``schedule``: its baselines, then each step's load started and
     its fault fired while the load runs (healed once the load has ended) and the same load
-    sent again once healed (a fault may fail every request it meets; the replies after it
+    sent again once healed and serving (a fault may fail every request it meets; the replies after it
     must still equal the baseline's), then the universal invariants judged
     (``chaos.explore.invariants``): after faults, recovery and quiet; after load alone,
     quiet and no timeout fired. A request the stack can never serve, with no fault in its
@@ -104,6 +111,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         + (", decode_ended=True" if decode_ended else "")
         + (", drained=True" if any(s.strike and s.strike.action == "terminate" for s in steps) else "")
         + (", primary_only=True" if primary_only else "")
+        + (", every_heal=True" if sum(bool(s.strike) or s.load.shape == "impatient" for s in steps) > 1 else "")
         + ")"
     )
     body += baselines
@@ -112,11 +120,13 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         if step.load.shape == "impatient":  # sent inside its block: the hang-ups are the fault
             run.append(f'with faults.by_clients("{step.load.count} streams hung up after {HANG_UP_AFTER} events"):')
             run.append(f"    {_send(schedule, k, step.load, faulted=True)}.join()")
+            run.append(_SERVING)
             continue
         run.append(f"load{k} = {_send(schedule, k, step.load, faulted=step.strike is not None or not faults)}")
         if step.strike:
             run.append(f"with {_fault(step.strike)}:")
             run.append(f"    load{k}.join()")
+            run.append(_SERVING)
             if _baseline(schedule, k, step.load):  # the same contexts once healed: replies to hold against the baseline
                 run.append(f"{_send(schedule, k, step.load, faulted=False)}.join()")
         else:

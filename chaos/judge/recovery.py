@@ -1,16 +1,17 @@
-"""Recovery: a request after the heal succeeds within the target's bound."""
+"""Recovery: a request after the heal (after each heal, where faults follow one another)
+succeeds within the target's bound."""
 
 from __future__ import annotations
 
-from typing import Collection
+from typing import Any, Collection
 
-from chaos.history import History, Outcome
+from chaos.history import FaultEvent, History, Outcome, Stage
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed
 from chaos.sampler import HEALTH
 
-__all__ = ["recovers"]
+__all__ = ["recovers", "recovers_after_each_heal"]
 
 
 def _label(within_s: float, ready: Collection[str], **_: object) -> str:
@@ -66,3 +67,38 @@ def recovers(h: History, *, within_s: float, ready: Collection[str] = ()) -> Fin
         outcomes=[o.outcome.value for o in after[:8]],
         **figures,
     )
+
+
+@verdict(lambda within_s, **_: f"recovers_after_each_heal(within={within_s:g}s)")
+def recovers_after_each_heal(h: History, *, within_s: float) -> Finding:
+    """Where faults follow one another (an explore episode's steps), service comes back
+    after each one, not only after the last: a request invoked after a heal and before the
+    next fault is injected succeeds within ``within_s`` of that heal. A heal with no request
+    before the next fault says nothing of its recovery: unknown, never a pass."""
+    events = sorted((f for f in h.of(FaultEvent) if f.stage in (Stage.INJECT, Stage.HEALED)), key=lambda f: f.t)
+    heals = [f.t for f in events if f.stage is Stage.HEALED]
+    if not heals:
+        return unknown("no heal in the history")
+    ops = completed(h, None)
+    slow: list[str] = []
+    silent: list[float] = []
+    took: list[float] = []
+    for heal in heals:
+        ends = min((f.t for f in events if f.stage is Stage.INJECT and f.t > heal), default=float("inf"))
+        after = [o for o in ops if heal <= o.invoke.t < ends]
+        ok = [o for o in after if o.outcome is Outcome.OK]
+        if not after:
+            silent.append(heal)
+        elif ok and ok[0].complete.t - heal <= within_s:
+            took.append(round(ok[0].complete.t - heal, 3))
+        else:
+            outcomes = ", ".join(f"{o.outcome.value}@+{o.complete.t - heal:.1f}s" for o in after[:6])
+            slow.append(f"heal at {heal:.2f}s: {outcomes}")
+    figures: dict[str, Any] = {"bound_s": within_s, "heals": len(heals), "recovered_s": took}
+    if slow:
+        return failed(
+            f"no success within {within_s:g}s of {len(slow)} heal(s): " + "; ".join(slow), at=heals, **figures
+        )
+    if silent:
+        return unknown(f"no request between {len(silent)} heal(s) and the next fault", at=silent, **figures)
+    return passed(f"each of {len(heals)} heals: first success within {max(took):.2f}s", at=heals, **figures)
