@@ -148,6 +148,19 @@ def test_backstops_are_judged_where_only_primary_paths_acted(strikes, judged):
     assert ("primary_only=True" in render(s)) is judged
 
 
+def test_a_primary_step_beside_other_faults_judges_backstops_on_its_own_requests():
+    s = Schedule(
+        1,
+        0,
+        "embedded",
+        (Step(Load("streams", 2), Strike("freeze", "decode")), Step(Load("streams", 2), Strike("down", "kv", "now"))),
+    )
+    text = render(s)
+    assert "primary_only" not in text  # the freeze: a timeout may be its path
+    assert "scenario.judge(v.backstops_stay_idle(workload=load2.name))" in text
+    assert "workload=load1.name" not in text
+
+
 def test_load_alone_is_bracketed_as_the_clients_own_and_judged_quiet():
     s = Schedule(1, 0, "embedded", (Step(Load("unservable", 1)), Step(Load("burst", 6, words=200, max_tokens=200))))
     text = render(s)

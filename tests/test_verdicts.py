@@ -951,6 +951,20 @@ def test_backstops_stay_idle():
     assert status(v.backstops_stay_idle(), router_only) is v.Status.UNKNOWN
 
 
+def test_backstops_stay_idle_of_one_workload():
+    """Scoped to a workload, only its requests' lines count: a backstop another workload's
+    request met (a cut link's, where a timeout is the path) is not this one's failure."""
+    h = History()
+    for name, workload, line in (("a", "background#1", _PDSIM_WAITING), ("b", "background#2", _PDSIM_ABORTED)):
+        h.append(Invoke(0.0, 0.0, name, "/v1/chat/completions", True, workload=workload))
+        h.append(Complete(2.0, 0.0, name, Outcome.CLEAN_ERROR, 500, "aborted"))
+        h.append(LogEvent(1.5, "decode", line, op=name, fields=parse_engine_line(line)))
+    assert status(v.backstops_stay_idle(workload="background#2"), h) is v.Status.PASS
+    assert status(v.backstops_stay_idle(workload="background#1"), h) is v.Status.FAIL
+    assert status(v.backstops_stay_idle(workload="background#9"), h) is v.Status.UNKNOWN
+    assert v.backstops_stay_idle(workload="background#2").name == "backstops_stay_idle(background#2)"
+
+
 def test_unservable_turned_away():
     def sent(*ends: tuple[float | None, Outcome]) -> History:
         h = History()

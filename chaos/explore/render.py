@@ -123,6 +123,9 @@ def render(schedule: Schedule, *, note: str = "") -> str:
             run.append(_SERVING)
             continue
         run.append(f"load{k} = {_send(schedule, k, step.load, faulted=step.strike is not None or not faults)}")
+        if step.strike and not primary_only and primary_path(step.strike) and step.load.shape != "unservable":
+            # this step's own requests met only a primary path, whatever the other steps struck
+            run.append(f"scenario.judge(v.backstops_stay_idle(workload=load{k}.name))")
         if step.strike:
             run.append(f"with {_fault(step.strike)}:")
             run.append(f"    load{k}.join()")

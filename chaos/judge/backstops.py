@@ -47,14 +47,19 @@ def backstop_of(line: str) -> tuple[str, float] | None:
     return BACKSTOPS.get(m.group(2), m.group(2)), float(m.group(1))
 
 
-@verdict(lambda phase=None, **_: "backstops_stay_idle" + phase_tag(phase))
-def backstops_stay_idle(h: History, *, phase: Phase | None = None) -> Finding:
-    """No request was released by a backstop. Declared where only primary paths acted (the
-    clients' own hang-ups, an engine's abort of its rooms; no engine, engine link or router
-    struck), so that every release belonged to one of them: a timeout that fired there
-    stood in for a primary path that failed to act. Unknown when the engines logged
-    nothing about the requests (no line to tell a release by)."""
-    ops = {o.invoke.op for o in scope(h, phase)}
+def _label(phase: Phase | None = None, workload: str | None = None, **_: object) -> str:
+    return "backstops_stay_idle" + phase_tag(phase) + (f"({workload})" if workload else "")
+
+
+@verdict(_label)
+def backstops_stay_idle(h: History, *, phase: Phase | None = None, workload: str | None = None) -> Finding:
+    """No request (of ``phase``, of ``workload``) was released by a backstop. Declared where
+    only primary paths acted on those requests (the clients' own hang-ups, an engine's abort
+    of its rooms, a KV link refusing or resetting; no engine, other link or router struck),
+    so that every release belonged to one of them: a timeout that fired there stood in for
+    a primary path that failed to act. Unknown when the engines logged nothing about the
+    requests (no line to tell a release by)."""
+    ops = {o.invoke.op for o in scope(h, phase) if workload is None or o.invoke.workload == workload}
     lines = [ev for ev in h.of(LogEvent) if ev.op in ops and ev.service in ("prefill", "decode")]
     if not lines:
         return unknown(f"the engines logged nothing about the {len(ops)} requests")
