@@ -1,8 +1,9 @@
 """Known upstream issues as explore meets them: a failed invariant that a known behaviour of
 smg or SGLang explains, given the faults the schedule fired and the evidence, is reported as
 known, not as a find, so that a nightly run does not rediscover it. Each entry names the
-suite test whose strict ``known_issue`` mark carries the full evidence
-(docs/known-issues.md). Unlike that mark, a match here is not strict: a random schedule may
+test that carries the full evidence and fails once the behaviour changes: a suite test's
+strict ``known_issue`` mark, or a real-SGLang test in ``tests/`` where the behaviour shows
+only there (docs/known-issues.md). Unlike that mark, a match here is not strict: a random schedule may
 or may not show the behaviour."""
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ class Known:
     component: str
     version: str
     behaviour: str
-    shown_by: str  # the suite test that marks it
+    shown_by: str  # the test that shows it, strict
     applies: Callable[[Schedule, JudgedVerdict, Collection[Capability]], bool]
 
 
@@ -69,7 +70,26 @@ KNOWN = (
         "suites/test_idle_watchdog.py::test_lone_transfer_to_a_frozen_decode",
         lambda s, v, caps: Capability.INFLIGHT_WATCHDOG not in caps and _strikes(s, ("freeze",), "decode"),
     ),
+    Known(
+        "no_leak",
+        "SGLang",
+        "0.5.23",
+        "decode keeps the KV of a transfer a reset kv link failed until its deferred-release timeout "
+        "(SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT, 30 s): prefill never acks the drain",
+        "tests/test_sglang_cpu.py::test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout",
+        lambda s, v, caps: (
+            Capability.FAILED_TRANSFER_FREED_AT_ONCE not in caps
+            and _strikes(s, ("down", "reset_peer"), "kv")
+            and _not_back(v) == ["decode:num_used_tokens"]
+        ),
+    ),
 )
+
+
+def _not_back(verdict: JudgedVerdict) -> list[str]:
+    """The gauges a ``no_leak`` verdict saw stay above their baseline."""
+    levels = verdict.evidence.values.get("gauges") or {}
+    return sorted(g for g, level in levels.items() if level.get("back_s") is None)
 
 
 def known_for(schedule: Schedule, verdict: JudgedVerdict, caps: Collection[Capability]) -> Known | None:

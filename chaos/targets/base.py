@@ -53,6 +53,11 @@ class Capability(enum.Enum):
     # link's crawl (``transfer_window``) for that, and the crawl strikes prefill as well, so
     # a scenario that must strike decode alone while it waits needs this instead.
     SLOW_TRANSFERS = "slow_transfers"
+    # decode frees the KV of a request whose transfer failed at once: pdsim. SGLang 0.5.23
+    # defers it until prefill acks that it stopped writing, or its deferred-release timeout
+    # (30 s by default); after a transfer a reset kv link failed, no ack comes
+    # (docs/known-issues.md)
+    FAILED_TRANSFER_FREED_AT_ONCE = "failed_transfer_freed_at_once"
 
 
 # What a stack of real SGLang engines (0.5.23, on every target that starts them) offers:
