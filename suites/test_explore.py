@@ -3,9 +3,9 @@ the universal invariants, each find shrunk to a reproducer (docs/explore.md).
 
 Opt-in: it skips unless ``--explore BUDGET`` is given (``pytest suites/test_explore.py
 --explore 3m --seed 1``: CI's short run). The session's ``--seed`` draws the schedules, so a
-run without one explores new ground and prints the seed that repeats it. Each episode runs
-in a pytest of its own on a fresh stack (ports from ``BASES["explore"]``); this test starts
-no stack. A find fails the test with the table of finds and their reproducers; an episode
+run without one explores new ground and prints the seed that repeats it. Episodes run a few
+to a pytest of their own and a fresh stack, which stops at the first that does not pass
+(ports from ``BASES["explore"]``); this test starts no stack. A find fails the test with the table of finds and their reproducers; an episode
 that could not be judged, with nothing found, is a rig error.
 """
 

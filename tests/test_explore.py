@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import ast
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from chaos.explore.command import add_parser
 from chaos.explore.invariants import CUT_BY
 from chaos.explore.known import known_for
 from chaos.explore.render import function_name, render
-from chaos.explore.run import Budget, Signature, classify
+from chaos.explore.run import BATCH, Budget, Episode, Signature, _batch_size, classify
 from chaos.explore.schedule import Load, Schedule, Step, Strike, generate, strikes_for
 from chaos.explore.shrink import candidates, shrink
 from chaos.history import Outcome
@@ -314,3 +315,11 @@ def test_each_step_after_a_fault_waits_for_service_and_every_heal_is_judged():
     text = render(s)
     assert text.count("workload.probe_until_ok(within_s=bounds.recovery_s)") == 3  # after each fault block
     assert "every_heal=True" in text
+
+
+def test_a_batch_is_sized_to_end_about_when_the_budget_does():
+    ep = Episode(Schedule(1, 0, "embedded", ()), "passed", Path("f"), 15.0)
+    assert _batch_size(Budget(episodes=10), [ep] * 8, 0) == 2  # two episodes left
+    assert _batch_size(Budget(seconds=600), [ep] * 4, 60) == BATCH
+    assert _batch_size(Budget(seconds=600), [ep] * 4, 570) == 2  # 30 s left: two 15 s episodes
+    assert _batch_size(Budget(seconds=600), [ep] * 4, 599) == 1  # never none while time is left

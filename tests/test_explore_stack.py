@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from chaos.explore.run import Budget, Explorer, explore
-from chaos.explore.schedule import Load, Step
+from chaos.explore.schedule import Load, Schedule, Step, generate
 from chaos.targets.base import Capability
 from tests.ports import port_base
 
@@ -36,3 +36,23 @@ def test_explore_finds_a_planted_defect_and_shrinks_it(tmp_path, pytestconfig):
     assert find.reproduced == 1, lines
     assert find.reproducer.exists() and "context_grows" in find.reproducer.read_text()
     assert f"(reproducers/{find.reproducer.name})" in (tmp_path / "explore.md").read_text()
+
+
+def test_a_batch_shares_one_stack_until_an_episode_does_not_pass(tmp_path, pytestconfig):
+    """Episodes run a few to a process and stack, in order; the process stops at the first
+    that does not pass, so no episode follows a failed one on its stack."""
+    explorer = Explorer(
+        target="embedded",
+        seed=SEED,
+        out=tmp_path,
+        caps=frozenset(Capability),
+        port_base=port_base(pytestconfig, "explore"),
+        env={**os.environ, "PDSIM_DEFECTS": "context_truncation"},
+        timeout_s=120,
+    )
+    quiet = Schedule(SEED, 90, "embedded", (Step(Load("streams", 2, words=10, max_tokens=8)),))
+    truncated = generate(SEED, 0, "embedded", explorer.caps)  # fails context_grows (above)
+    after = Schedule(SEED, 91, "embedded", (Step(Load("requests", 1, words=10, max_tokens=8)),))
+    ran = explorer.run_batch([quiet, truncated, after], folder="batch")
+    assert [(ep.schedule.episode, ep.state) for ep in ran] == [(90, "passed"), (0, "found")], [ep.why for ep in ran]
+    assert len(list((tmp_path / "batch").glob("*.log"))) == 1  # one process for the batch
