@@ -16,16 +16,21 @@ from tests.ports import port_base
 SEED = 322
 
 
-def test_explore_finds_a_planted_defect_and_shrinks_it(tmp_path, pytestconfig):
-    explorer = Explorer(
+def _truncating(out, pytestconfig) -> Explorer:
+    """An explorer of the embedded stack with pdsim's ``context_truncation`` planted."""
+    return Explorer(
         target="embedded",
         seed=SEED,
-        out=tmp_path,
+        out=out,
         caps=frozenset(Capability),
         port_base=port_base(pytestconfig, "explore"),
         env={**os.environ, "PDSIM_DEFECTS": "context_truncation"},
         timeout_s=120,
     )
+
+
+def test_explore_finds_a_planted_defect_and_shrinks_it(tmp_path, pytestconfig):
+    explorer = _truncating(tmp_path, pytestconfig)
     lines: list[str] = []
     episodes, finds = explore(explorer, Budget(episodes=1), shrink_budget_s=180, reruns=1, say=lines.append)
     assert [ep.state for ep in episodes] == ["found"], lines
@@ -41,15 +46,7 @@ def test_explore_finds_a_planted_defect_and_shrinks_it(tmp_path, pytestconfig):
 def test_a_batch_shares_one_stack_until_an_episode_does_not_pass(tmp_path, pytestconfig):
     """Episodes run a few to a process and stack, in order; the process stops at the first
     that does not pass, so no episode follows a failed one on its stack."""
-    explorer = Explorer(
-        target="embedded",
-        seed=SEED,
-        out=tmp_path,
-        caps=frozenset(Capability),
-        port_base=port_base(pytestconfig, "explore"),
-        env={**os.environ, "PDSIM_DEFECTS": "context_truncation"},
-        timeout_s=120,
-    )
+    explorer = _truncating(tmp_path, pytestconfig)
     quiet = Schedule(SEED, 90, "embedded", (Step(Load("streams", 2, words=10, max_tokens=8)),))
     truncated = generate(SEED, 0, "embedded", explorer.caps)  # fails context_grows (above)
     after = Schedule(SEED, 91, "embedded", (Step(Load("requests", 1, words=10, max_tokens=8)),))
