@@ -95,8 +95,20 @@ class Timeouts:
 
     @property
     def heartbeat_detect_s(self) -> float:
-        """Worst case for decode to declare prefill dead (SGLang floors the interval at 2 s)."""
-        return max(self.heartbeat_interval_s, 2.0) * (max(self.heartbeat_max_failure, 1) + 1) + 3.0
+        return heartbeat_detect_s(self.heartbeat_interval_s, self.heartbeat_max_failure)
+
+
+# A heartbeat's GET to prefill's bootstrap server times out after (2, 3) s, connect and read
+# (SGLang 0.5.23 ``common/conn.py``, ``heartbeat_checker``; pdsim's too)
+HEARTBEAT_READ_S = 3.0
+
+
+def heartbeat_detect_s(interval_s: float, max_failure: int) -> float:
+    """Worst case for decode to declare prefill dead: ``max_failure`` rounds, each a wait of
+    the interval (SGLang floors it at 2 s) and a probe that fails no later than its read
+    timeout (a frozen prefill's kernel still accepts the connection; a dead one refuses it
+    at once). 10 s with the test stacks' 2 s and 2 failures."""
+    return max(int(max_failure), 1) * (max(float(interval_s), 2.0) + HEARTBEAT_READ_S)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 | ``judge.breakers`` | charged_only_where_struck |
 | ``judge.health`` | health_tells_truth, not_ready_before_gone |
 | ``judge.backstops`` | backstops_stay_idle |
+| ``judge.heartbeat`` | decode_gives_prefill_up |
 | ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
 | ``judge.premises`` | requests_affected, ended_as, open_at_fault |
 
@@ -41,6 +42,7 @@ from chaos.judge.counters import counter_never_rises, watchdog_fired
 from chaos.judge.declare import Check, Window, premise, verdict
 from chaos.judge.gauges import no_leak
 from chaos.judge.health import health_tells_truth, not_ready_before_gone
+from chaos.judge.heartbeat import decode_gives_prefill_up
 from chaos.judge.judging import evaluate, expect, record, require
 from chaos.judge.known import KnownIssue, KnownIssueSeen, VerdictFailed, raise_unless_passed
 from chaos.judge.logs import receptions
@@ -72,6 +74,7 @@ __all__ = [
     "Window",
     "backstops_stay_idle",
     "charged_only_where_struck",
+    "decode_gives_prefill_up",
     "context_grows",
     "counter_never_rises",
     "ended_as",

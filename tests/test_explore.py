@@ -74,6 +74,9 @@ def test_a_held_fault_outlasts_its_load_until_decode_gives_prefill_up():
     text = render(Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("kill", "prefill", held=True)),)))
     assert 'faults.kill("prefill", until=scenario.logs("decode", "Lost connection with prefill instance"), ' in text
     assert "hold_s=bounds.heartbeat_detect_s + bounds.slack_s)" in text
+    assert "held=" not in text  # a killed prefill: pdsim stops watching it (render._heartbeat_judged)
+    frozen = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("freeze", "prefill", held=True)),))
+    assert "held=1" in render(frozen)  # its heartbeat judged: decode_gives_prefill_up
 
 
 def test_schedules_fire_only_what_the_target_can():

@@ -257,6 +257,21 @@ def test_recovers_after_each_heal():
     assert status(check, History()) is v.Status.UNKNOWN
 
 
+def test_decode_gives_prefill_up():
+    """Each held fault must end by decode's line, not by its hold running out."""
+    from chaos.pipeline import PREFILL_LOST
+
+    check = v.decode_gives_prefill_up(held=2)
+    h = History()
+    h.append(TriggerFired(9.0, f"heal once log line /{PREFILL_LOST}/ in decode", "Lost connection with prefill"))
+    assert status(check, h) is v.Status.FAIL and "1 of 2 held faults ran out" in check(h).message
+    h.append(TriggerFired(30.0, f"heal once log line /{PREFILL_LOST}/ in decode", "Lost connection with prefill"))
+    assert status(check, h) is v.Status.PASS
+    other = History()
+    other.append(TriggerFired(1.0, "requests at decode >= 1", "1"))  # a fault's own trigger is not a give-up
+    assert status(v.decode_gives_prefill_up(held=1), other) is v.Status.FAIL
+
+
 def test_recovers_from_when_a_held_engine_answers_again():
     """With ``ready``, the clock starts at the watched engine's first 200 after the heal; an
     engine never back leaves it at the heal, and an engine never watched is unknown."""

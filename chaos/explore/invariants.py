@@ -60,6 +60,7 @@ def judge_universal(
     drained: bool = False,
     primary_only: bool = False,
     every_heal: bool = False,
+    held: int = 0,
 ) -> None:
     """Every request ends within its client's deadline, with a status its body agrees with;
     every failure is clean (while a fault ``cut`` the client's hop or froze decode, every
@@ -73,7 +74,9 @@ def judge_universal(
     (``primary_only``: the clients' own hang-ups, engines' aborts, a KV link refusing or
     resetting; ``chaos.explore.schedule.primary_path``), no backstop released a request
     (``backstops_stay_idle``); where faults follow one another (``every_heal``), service
-    came back after each, within the target's recovery bound (``settle`` judges the last)."""
+    came back after each, within the target's recovery bound (``settle`` judges the last);
+    where faults cut decode from prefill and were ``held`` until decode gave it up, its
+    heartbeat did so within its bound in each (``decode_gives_prefill_up``)."""
     checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
     cut = (cut,) if isinstance(cut, str) else cut
     if not cut:
@@ -94,6 +97,8 @@ def judge_universal(
         checks.append(v.sigterm_drains())
     if primary_only:
         checks.append(v.backstops_stay_idle())
+    if held:
+        checks.append(v.decode_gives_prefill_up(held=held))
     if every_heal:
         checks.append(v.recovers_after_each_heal(within_s=scenario.bounds.recovery_s))
     scenario.judge(*checks)

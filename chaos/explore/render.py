@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Strike, cuts, primary_path
+from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Step, Strike, cuts, primary_path
 from chaos.history import ENDS_SERVING
 from chaos.pipeline import PREFILL_LOST
 
@@ -87,6 +87,15 @@ def _fault(strike: Strike) -> str:
 _SERVING = "workload.probe_until_ok(within_s=bounds.recovery_s)"
 
 
+def _heartbeat_judged(step: Step) -> bool:
+    """Whether ``step`` holds a fault until decode gives its prefill up, and that is judged
+    (``decode_gives_prefill_up``): a frozen prefill, a cut bootstrap link. Not a killed
+    prefill: pdsim stops watching a prefill once its control link closes, with no room
+    waiting on it, where SGLang watches every prefill it bootstrapped with until its
+    heartbeat gives it up; pdsim's watch is to follow SGLang's first."""
+    return bool(step.strike and step.strike.held and step.strike.action != "kill")
+
+
 def render(schedule: Schedule, *, note: str = "") -> str:
     """The scenario file of ``schedule``: its baselines, then each step's load started and
     its fault fired while the load runs (healed once the load has ended) and the same load
@@ -111,6 +120,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         + (", decode_ended=True" if decode_ended else "")
         + (", drained=True" if any(s.strike and s.strike.action == "terminate" for s in steps) else "")
         + (", primary_only=True" if primary_only else "")
+        + (f", held={held}" if (held := sum(map(_heartbeat_judged, steps))) else "")
         + (", every_heal=True" if sum(bool(s.strike) or s.load.shape == "impatient" for s in steps) > 1 else "")
         + ")"
     )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -157,6 +158,7 @@ class Explorer:
             file.write_text(render(schedule, note=note))
         batch = names[0] if len(names) == 1 else f"{names[0]}-{names[-1]}"
         reports = where / "reports" / batch
+        shutil.rmtree(reports, ignore_errors=True)  # an earlier run into the same folder is not this one's result
         t0 = time.monotonic()
         rc = run_pytest(
             files,

@@ -12,12 +12,11 @@ from __future__ import annotations
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Any
 
 from chaos.errors import ConfigError, TargetError
 from chaos.faults.commanded import CommandedLinkFault
 from chaos.procs import run
-from chaos.stack import StackInfo
+from chaos.stack import StackInfo, heartbeat_detect_s
 from chaos.targets.base import SERVICES, Capability
 from chaos.targets.bringup import wait_ready
 from chaos.targets.stackfile import load_stack_file
@@ -53,10 +52,6 @@ _LINK_CAPABILITY = {
     "control": Capability.CONTROL_LINK,
     "kv": Capability.KV_LINK,
 }
-
-
-def _heartbeat_detect_s(t: dict[str, Any]) -> float:
-    return max(float(t["heartbeat_interval_s"]), 2.0) * (max(int(t["heartbeat_max_failure"]), 1) + 1) + 3.0
 
 
 class AttachedStack:
@@ -111,7 +106,12 @@ class AttachedStack:
             config={
                 "name": raw.get("name", Path(path).stem),
                 "stack_file": str(Path(path).resolve()),
-                "timeouts": timeouts | {"heartbeat_detect_s": _heartbeat_detect_s(timeouts)},
+                "timeouts": timeouts
+                | {
+                    "heartbeat_detect_s": heartbeat_detect_s(
+                        timeouts["heartbeat_interval_s"], timeouts["heartbeat_max_failure"]
+                    )
+                },
                 "defects": [],
                 # only a patched engine has one; its stack file says so by giving its timeout
                 "inflight_watchdog": "inflight_s" in raw.get("timeouts", {}),

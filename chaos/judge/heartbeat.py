@@ -1,0 +1,33 @@
+"""Decode's heartbeat: a prefill decode can no longer reach is given up within the
+heartbeat's bound (``Bounds.heartbeat_detect_s``), so that the rooms waiting on it fail
+instead of waiting for their own timeouts, and decode bootstraps afresh once prefill is back.
+
+A held fault (``chaos.explore``: prefill killed or frozen, the bootstrap link cut) is healed
+as soon as decode logs that it gave the prefill up (``PREFILL_LOST``), or once the bound and
+the slack have passed; the fault runner records the first as a fired trigger. A hold that ran
+out is a heartbeat that did not fire in time.
+"""
+
+from __future__ import annotations
+
+from chaos.history import History, TriggerFired
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, failed, passed
+from chaos.pipeline import PREFILL_LOST
+
+__all__ = ["decode_gives_prefill_up"]
+
+
+@verdict(lambda held, **_: f"decode_gives_prefill_up({held} held)")
+def decode_gives_prefill_up(h: History, *, held: int) -> Finding:
+    """Each of the ``held`` faults that cut decode from its prefill ended because decode gave
+    the prefill up (its heartbeat's line), not because the hold ran out."""
+    given_up = [t for t in h.of(TriggerFired) if t.trigger.startswith("heal once") and PREFILL_LOST in t.trigger]
+    if len(given_up) >= held:
+        return passed(f"decode gave prefill up in each of {held} held faults", at=[t.t for t in given_up])
+    return failed(
+        f"{held - len(given_up)} of {held} held faults ran out their hold: decode never logged {PREFILL_LOST!r}",
+        at=[t.t for t in given_up],
+        held=held,
+        given_up=len(given_up),
+    )
