@@ -39,6 +39,9 @@ from chaos.targets.registry import TargetChoice
 __all__ = ["BATCH", "Budget", "Episode", "Explorer", "Find", "Signature", "explore"]
 
 BATCH = 4  # episodes per pytest process and stack, at most
+# A shrink candidate is kept only when it fails the same way this many runs in a row: one
+# that failed once by luck of timing made reproducers that failed 2 of 5 reruns
+CONFIRM = 2
 
 
 @dataclass(frozen=True)
@@ -210,7 +213,7 @@ def _reproducer(explorer: Explorer, find: Find) -> Path:
     """The shrunk schedule as a scenario file with what it shows, next to the run's summary."""
     note = (
         f"Found by explore: the invariant {find.signature} failed ({find.episode.why[:300]}). Shrunk from "
-        f"{len(find.episode.schedule.steps)} step(s) to {len(find.shrunk.steps)} in {find.candidates} runs; it failed "
+        f"{len(find.episode.schedule.steps)} step(s) to {len(find.shrunk.steps)} trying {find.candidates} candidates; it failed "
         f"the same way in {find.reproduced} of {find.reruns} reruns."
     )
     path = explorer.out / "reproducers" / f"test_{find.shrunk.name()}.py"
@@ -259,8 +262,13 @@ def explore(
 
         tried_n = itertools.count(1)
 
-        def still_fails(candidate: Schedule) -> bool:  # each candidate its own file, log and reports
-            return target in explorer.run(candidate, folder="shrinking", tag=f"_c{next(tried_n)}").signatures()
+        def still_fails(candidate: Schedule) -> bool:
+            """``CONFIRM`` runs in a row fail the same way (each its own file, log and
+            reports; the first that does not ends the try)."""
+            return all(
+                target in explorer.run(candidate, folder="shrinking", tag=f"_c{next(tried_n)}").signatures()
+                for _ in range(CONFIRM)
+            )
 
         small, tried = shrink(schedule, still_fails, budget_s=shrink_budget_s)
         again = sum(target in explorer.run(small, folder="reruns", tag=f"_r{i}").signatures() for i in range(reruns))
@@ -304,7 +312,7 @@ def _write_summary(explorer: Explorer, episodes: list[Episode], finds: list[Find
                 "after_s": f.after_s,
                 "reproducer": str(f.reproducer),
                 "steps": [len(f.episode.schedule.steps), len(f.shrunk.steps)],
-                "shrink_runs": f.candidates,
+                "shrink_candidates": f.candidates,
                 "reproduced": f"{f.reproduced}/{f.reruns}",
             }
             for f in finds
