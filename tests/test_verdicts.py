@@ -98,6 +98,11 @@ def test_failed_requests_are_clean(bad):
     assert status(check, good) is v.Status.PASS
     assert status(check, unclean) is v.Status.FAIL and bad.value in check(unclean).message
     assert status(check, late) is v.Status.FAIL
+    probed = History()
+    fault(probed, 1.0, 2.0)
+    op(probed, "p", 2.1, 7.1, bad, phase="probe")  # the rig's own short patience: recovers judges it
+    assert status(v.failed_requests_are_clean(), probed) is v.Status.PASS
+    assert status(v.failed_requests_are_clean(phase=Phase.PROBE), probed) is v.Status.FAIL  # asked for
 
 
 def test_a_stream_its_client_hung_up_on_is_not_a_failure():

@@ -59,9 +59,17 @@ def failed_requests_are_clean(
 ) -> Finding:
     """Every request that did not succeed failed cleanly (error status or SSE error/abort),
     and, with ``within_s``, no later than that after ``since`` (or its own invoke, if later).
-    A stream its client hung up on purpose (``hung_up``) did not fail: it is not judged here."""
+    A stream its client hung up on purpose (``hung_up``) did not fail: it is not judged here.
+    Nor is a recovery probe (``Phase.PROBE``, unless that phase is asked for): its deadline is
+    the rig's own short patience, and its timing out says the stack was not back yet, which
+    ``recovers`` judges against the target's bound (seen: a probe right after a control
+    link's heal on real SGLang timed out at its 5 s, the next succeeded 6.8 s after the heal)."""
     since = Since(since)
-    ops = [o for o in completed(h, phase) if o.outcome not in (Outcome.OK, Outcome.HUNG_UP)]
+    ops = [
+        o
+        for o in completed(h, phase)
+        if o.outcome not in (Outcome.OK, Outcome.HUNG_UP) and (phase is not None or o.invoke.phase is not Phase.PROBE)
+    ]
     unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
     if unclean:
         return naming(
