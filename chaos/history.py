@@ -159,6 +159,11 @@ class Sample:
     kind: str = "sample"
 
 
+# What a fault's ``until`` is recorded as when it holds (``TriggerFired.trigger`` starts so):
+# the fault is healed early, because what it waited for came (``chaos.faults.runner``)
+HEAL_ONCE = "heal once"
+
+
 @dataclass(frozen=True)
 class TriggerFired:
     t: float

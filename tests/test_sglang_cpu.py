@@ -339,6 +339,7 @@ def test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout(s
     from chaos.bounds import Bounds
     from chaos.client import Deadlines
     from chaos.history import History, Outcome
+    from chaos.sampler import parse_metrics
     from chaos.wait import wait_until
     from chaos.workloads import Workload
 
@@ -346,8 +347,7 @@ def test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout(s
     loads = sglang_stack.info.endpoints["decode_loads"]
 
     def kv_in_use() -> float:
-        text = httpx.get(loads, timeout=2.0).text
-        return sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("sglang_num_used_tokens"))
+        return parse_metrics(httpx.get(loads, timeout=2.0).text)["num_used_tokens"]
 
     workload = Workload(
         sglang_stack.info.endpoints["client"], History(), seed=5, model=MODEL_NAME, deadlines=Deadlines(total_s=20)

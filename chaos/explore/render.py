@@ -106,7 +106,9 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     way, is turned away within ``bounds.refuse_s``."""
     steps = schedule.steps
     baselines = [b for k, s in enumerate(steps, 1) if (b := _baseline(schedule, k, s.load))]
-    faults = any(s.strike or s.load.shape == "impatient" for s in steps)
+    # the steps that fault (a strike, or clients hanging up): each is a block healed before the next step
+    blocks = sum(bool(s.strike) or s.load.shape == "impatient" for s in steps)
+    faults = blocks > 0
     cut = cuts(s.strike for s in steps if s.strike)
     decode_ended = any(s.strike and s.strike.action in ENDS_SERVING and s.strike.where == "decode" for s in steps)
     # only the primary paths act: every release is theirs, none a backstop's
@@ -121,7 +123,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         + (", drained=True" if any(s.strike and s.strike.action == "terminate" for s in steps) else "")
         + (", primary_only=True" if primary_only else "")
         + (f", held={held}" if (held := sum(map(_heartbeat_judged, steps))) else "")
-        + (", every_heal=True" if sum(bool(s.strike) or s.load.shape == "impatient" for s in steps) > 1 else "")
+        + (", every_heal=True" if blocks > 1 else "")
         + ")"
     )
     body += baselines

@@ -23,7 +23,7 @@ from chaos.faults.engine_api import AbortAll
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
-from chaos.history import FaultEvent, History, Stage
+from chaos.history import HEAL_ONCE, FaultEvent, History, Stage
 from chaos.limits import activity
 from chaos.sampler import Sampler
 from chaos.targets.base import Target
@@ -95,7 +95,7 @@ class Faults:
                 self._record(fid, Stage.VERIFIED, fault, fault.verify())
             yield fault
             if until is not None:  # a condition that never holds is for the verdicts, not a rig error
-                poll_for(until, self.sampler, self.history, deadline_s=hold_s, label=f"heal once {until.describe}")
+                poll_for(until, self.sampler, self.history, deadline_s=hold_s, label=f"{HEAL_ONCE} {until.describe}")
         finally:
             self._heal(fid, fault)
 

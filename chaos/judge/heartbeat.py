@@ -10,7 +10,7 @@ out is a heartbeat that did not fire in time.
 
 from __future__ import annotations
 
-from chaos.history import History, TriggerFired
+from chaos.history import HEAL_ONCE, History, TriggerFired
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed
 from chaos.pipeline import PREFILL_LOST
@@ -22,7 +22,7 @@ __all__ = ["decode_gives_prefill_up"]
 def decode_gives_prefill_up(h: History, *, held: int) -> Finding:
     """Each of the ``held`` faults that cut decode from its prefill ended because decode gave
     the prefill up (its heartbeat's line), not because the hold ran out."""
-    given_up = [t for t in h.of(TriggerFired) if t.trigger.startswith("heal once") and PREFILL_LOST in t.trigger]
+    given_up = [t for t in h.of(TriggerFired) if t.trigger.startswith(HEAL_ONCE) and PREFILL_LOST in t.trigger]
     if len(given_up) >= held:
         return passed(f"decode gave prefill up in each of {held} held faults", at=[t.t for t in given_up])
     return failed(

@@ -90,6 +90,7 @@ class AttachedStack:
     ) -> "AttachedStack":
         raw = load_stack_file(path)
         timeouts = _DEFAULT_TIMEOUTS | raw.get("timeouts", {})
+        detect_s = heartbeat_detect_s(timeouts["heartbeat_interval_s"], timeouts["heartbeat_max_failure"])
         router = _DEFAULT_ROUTER | raw.get("router", {})
         bounds = _DEFAULT_BOUNDS | raw.get("bounds", {})
         endpoints = dict(raw["endpoints"])
@@ -106,12 +107,7 @@ class AttachedStack:
             config={
                 "name": raw.get("name", Path(path).stem),
                 "stack_file": str(Path(path).resolve()),
-                "timeouts": timeouts
-                | {
-                    "heartbeat_detect_s": heartbeat_detect_s(
-                        timeouts["heartbeat_interval_s"], timeouts["heartbeat_max_failure"]
-                    )
-                },
+                "timeouts": timeouts | {"heartbeat_detect_s": detect_s},
                 "defects": [],
                 # only a patched engine has one; its stack file says so by giving its timeout
                 "inflight_watchdog": "inflight_s" in raw.get("timeouts", {}),
