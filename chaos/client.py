@@ -29,6 +29,7 @@ __all__ = [
     "CLOSE_S",
     "Client",
     "Deadlines",
+    "HangUp",
     "classify_exception",
     "context_of",
     "ending",
@@ -37,6 +38,14 @@ __all__ = [
 ]
 
 CLOSE_S = 1.0  # from a deadline's expiry to the request's record: closing the response, joining the thread
+
+# When a streaming client hangs up on purpose: after this many data events, or at the first
+# event once this event is set (a scenario ends streams it no longer needs, whatever their length)
+HangUp = int | threading.Event
+
+
+def _hangs_up(when: HangUp, events: int) -> bool:
+    return when.is_set() if isinstance(when, threading.Event) else events >= when
 
 
 def trace_headers(op: str) -> dict[str, str]:
@@ -249,11 +258,12 @@ class Client:
         round: int = -1,
         phase: Phase = Phase.DERIVED,
         workload: str = "",
-        hang_up_after: int | None = None,
+        hang_up_after: HangUp | None = None,
     ) -> Complete:
         """Send one request, record it, and return how it ended (the history's record).
-        ``hang_up_after=N`` closes a stream after N data events on purpose (a client abort);
-        that ends as ``hung_up``, the client's own decision, not a failure."""
+        ``hang_up_after`` closes a stream on purpose (a client abort): after N data events,
+        or at the first event once an ``Event`` is set. That ends as ``hung_up``, the
+        client's own decision, not a failure."""
         op = f"op{next(self._ids)}"
         stream = bool(body.get("stream"))
         context = context_of({k: v for k, v in body.items() if k != "stream"})
@@ -277,7 +287,7 @@ class Client:
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
 
     def _run(
-        self, op: str, path: str, body: dict[str, Any], stream: bool, hang_up_after: int | None = None
+        self, op: str, path: str, body: dict[str, Any], stream: bool, hang_up_after: HangUp | None = None
     ) -> tuple[dict[str, Any], float | None]:
         """How the request ended (``Complete``'s fields) and when its first byte came."""
         d = self.deadlines
@@ -311,7 +321,7 @@ class Client:
                         if not line.startswith("data: "):
                             continue
                         events += 1
-                        if hang_up_after is not None and events >= hang_up_after:
+                        if hang_up_after is not None and _hangs_up(hang_up_after, events):
                             return ending(
                                 Outcome.HUNG_UP,
                                 resp.status_code,

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
-from chaos.client import Client, Deadlines
+from chaos.client import Client, Deadlines, HangUp
 from chaos.history import Complete, History, Outcome, Phase
 from chaos.limits import waiting
 
@@ -200,7 +200,7 @@ class Workload:
         *,
         phase: Phase = Phase.DERIVED,
         deadlines: Deadlines | None = None,
-        hang_up_after: int | None = None,
+        hang_up_after: HangUp | None = None,
         workload: str = "",
     ) -> Complete:
         """One request on a fresh connection (a workload of its own unless ``workload`` names one)."""
@@ -219,7 +219,7 @@ class Workload:
         path: str = "/v1/chat/completions",
         phase: Phase = Phase.DERIVED,
         deadlines: Deadlines | None = None,
-        hang_up_after: int | None = None,
+        hang_up_after: HangUp | None = None,
         interval_s: float = 0.0,
     ) -> "InFlight":
         """Send every body at once (or one every ``interval_s``), each on its own connection,

@@ -4,24 +4,44 @@ Bug class: a blocking call on the PD handshake path inside decode's scheduler: w
 call to prefill's bootstrap server hangs, every stream on that decode stops producing
 tokens, up to about 75 s (sglang PR #34865). Fault model: Toxiproxy blackholes the
 bootstrap link (route info and heartbeats) while streams whose handshake is done are
-under way; the trigger is smg counting all of them at the decode worker. Verdicts: no healthy stream goes
-longer than the slack without a token, and every one of them finishes.
+under way; the trigger is smg counting all of them at the decode worker. Then, the link
+still stalled and decode's heartbeat having given the prefill up (its route forgotten), a
+new request for that prefill comes: decode must fetch the route again. Verdicts: no healthy
+stream goes longer than the slack without a token, and every one of them finishes (or, in
+the second scenario, lasts until the newcomer has ended, then is hung up by its client).
 """
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from chaos import verdicts as v
+from chaos.client import Deadlines
 from chaos.history import History, Phase
-from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, unknown
-from chaos.judge.ops import all_within, scope
+from chaos.judge.declare import premise, verdict
+from chaos.judge.model import Finding, met, unknown, unmet
+from chaos.judge.ops import all_within, completed, scope
+from chaos.pipeline import PREFILL_LOST
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_bootstrap")]
 
 STREAMS = 3
 LONG_REPLY = 500  # tokens: at 10 ms a step on pdsim, 5 s of decoding, over two heartbeats
+# tokens no stream reaches before its client hangs up: a minute of pdsim's 10 ms steps, more
+# than a minute of the tiny model on sglang-cpu (about 200 a second)
+ENDLESS = 8000
+
+ROUTE_FETCH_STALLS_DECODE = (
+    "SGLang 0.5.23's decode fetches a prefill's route from its bootstrap server inside the "
+    "scheduler loop (DecodePreallocQueue._resolve_pending_reqs: try_ensure_parallel_info and "
+    "_get_bootstrap_info_from_server, requests.get with a 5 s timeout) whenever it has none "
+    "cached: once its heartbeat gave the prefill up, or a transfer timed out waiting for its KV. "
+    "Behind a stalled bootstrap link every such fetch stops every stream on that decode for 5 s, "
+    "again at each of smg's retries. Evidence (sglang-cpu, 2026-12-05): a stream's tokens stopped "
+    "for 5.04, 5.06 and 5.09 s while one newcomer and its retries met the stalled link"
+)
 
 
 @verdict(lambda gap_s, phase, why, **_: f"stream_gaps_at_most({gap_s:g}s, {Phase(phase).value}: {why})")
@@ -53,3 +73,53 @@ def test_stalled_bootstrap_link_does_not_stall_running_streams(scenario, workloa
     # smg's count at the decode worker is prompt on every engine (SGLang's own gauges lag)
     with faults.blackhole("bootstrap", stream="upstream", when=scenario.requests_at("decode") >= STREAMS):
         streams.join()
+
+
+@premise(lambda **_: "streams_outlast_the_newcomer")
+def streams_outlast_the_newcomer(h: History) -> Finding:
+    """Premise: every stream was still open when the last request that is not a stream (the
+    newcomer) ended, so their gaps cover its whole wait."""
+    ops = completed(h, Phase.FAULT)
+    streams, newcomers = [o for o in ops if o.invoke.stream], [o for o in ops if not o.invoke.stream]
+    if not streams or not newcomers:
+        return unmet(f"{len(streams)} streams and {len(newcomers)} newcomers completed")
+    ended = max(o.complete.t for o in newcomers)
+    early = [o for o in streams if o.complete.t < ended]
+    if early:
+        return unmet(
+            f"{len(early)} of {len(streams)} streams ended before the newcomer did",
+            ops=[o.invoke.op for o in early],
+            at=[o.complete.t for o in early],
+        )
+    return met(f"{len(streams)} streams open until the newcomer ended", at=[ended])
+
+
+@pytest.mark.known_issue(
+    "stream_gaps_at_most",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=ROUTE_FETCH_STALLS_DECODE,
+    lacking="route_fetch_off_the_loop",
+)
+def test_a_newcomer_for_a_prefill_decode_gave_up_does_not_stall_streams(scenario, workload, faults, bounds):
+    """The bootstrap link stalls while streams decode, until decode's heartbeat gives the
+    prefill up; then a new request for that prefill comes, and decode, having forgotten the
+    prefill's route, asks the stalled link for it again. That wait is the newcomer's alone:
+    the streams keep their pace while it waits, and it fails cleanly."""
+    done = threading.Event()
+    # the streams end by their client once the newcomer has; their deadline is a backstop
+    backstop = Deadlines(read_s=bounds.router_timeout_s, stall_s=bounds.recovery_s, total_s=2 * bounds.router_timeout_s)
+    scenario.judge(
+        stream_gaps_at_most(bounds.slack_s, phase=Phase.FAULT, why="the newcomer's route is not theirs to wait for"),
+        v.failed_requests_are_clean(),
+    )
+    bodies = [workload.chat(f"saga {i}", max_tokens=ENDLESS, ignore_eos=True, stream=True) for i in range(STREAMS)]
+    streams = workload.background(bodies, deadlines=backstop, hang_up_after=done)
+    try:
+        with faults.blackhole("bootstrap", stream="upstream", when=scenario.requests_at("decode") >= STREAMS):
+            faults.wait(scenario.logs("decode", PREFILL_LOST), deadline_s=bounds.heartbeat_detect_s + bounds.slack_s)
+            workload.background([workload.chat("newcomer", max_tokens=4)], deadlines=bounds.patient()).join()
+    finally:
+        done.set()
+        streams.join()
+    scenario.require(streams_outlast_the_newcomer())

@@ -66,6 +66,19 @@ def test_total_deadline_cuts_a_long_stream(workload):
     assert reply.outcome is Outcome.CLIENT_TIMEOUT and time.monotonic() - t0 < 1.5
 
 
+@pytest.mark.parametrize("by_event", [False, True])
+def test_a_client_hangs_up_after_its_events_or_once_told(workload, by_event):
+    """``hang_up_after``: N data events, or the first event after a scenario sets the event;
+    either way the stream ends ``hung_up`` with only part of its reply."""
+    told = threading.Event()
+    stream = workload.background([LONG], hang_up_after=told if by_event else 3)
+    if by_event:
+        wait_until(lambda: any(True for _ in workload.history.of(Chunk)), timeout_s=10, what="a chunk")
+        told.set()
+    (reply,) = stream.join()
+    assert reply.outcome is Outcome.HUNG_UP and reply.completion_tokens is None
+
+
 def test_limit_data_mid_stream_is_truncated(workload, faults):
     with faults.limit_data("client_router", 3000):
         reply = workload.request("/v1/chat/completions", LONG)

@@ -58,6 +58,12 @@ class Capability(enum.Enum):
     # (30 s by default); after a transfer a reset kv link failed, no ack comes
     # (docs/known-issues.md)
     FAILED_TRANSFER_FREED_AT_ONCE = "failed_transfer_freed_at_once"
+    # decode fetches a prefill's route (its bootstrap server's /route) off the loop that
+    # decodes, so a stalled bootstrap link holds only the requests that need it: pdsim.
+    # SGLang 0.5.23 fetches it inside its scheduler loop (requests.get, 5 s timeout) whenever
+    # none is cached, as once its heartbeat gave that prefill up: every stream on decode stops
+    # meanwhile (docs/known-issues.md)
+    ROUTE_FETCH_OFF_THE_LOOP = "route_fetch_off_the_loop"
 
 
 # What a stack of real SGLang engines (0.5.23, on every target that starts them) offers:
