@@ -16,7 +16,7 @@ from chaos.explore.invariants import CUT_BY
 from chaos.explore.known import known_for
 from chaos.explore.render import function_name, render
 from chaos.explore.run import BATCH, Budget, Episode, Signature, _batch_size, classify
-from chaos.explore.schedule import Load, Schedule, Step, Strike, generate, strikes_for
+from chaos.explore.schedule import FLUSH, Load, Schedule, Step, Strike, generate, primary_path, strikes_for
 from chaos.explore.shrink import candidates, shrink
 from chaos.history import Outcome
 from chaos.judge.model import Evidence, Role, Status
@@ -46,13 +46,28 @@ def test_the_deck_deals_every_fault_once_before_any_twice():
         replace(st.strike, trigger="now", held=False)
         for e in range(80)
         for st in generate(4, e, "embedded", ALL).steps
-        if st.strike
+        if st.strike and st.strike.action != FLUSH
     ]
     faults = strikes_for(ALL)
     first, second = dealt[: len(faults)], dealt[len(faults) : 2 * len(faults)]
     assert len(second) == len(faults) and len(set(faults)) == len(faults)
     assert set(first) == set(faults)  # the first round: each once
     assert set(second) == set(faults) and second != first  # the next: each once more, in another order
+
+
+def test_cache_flushes_come_only_where_the_deck_dealt_nothing():
+    """Flushes are drawn apart from the deck: on steps without a fault, never beside
+    impatient clients or a request never served, of both engines, on drawn triggers."""
+    steps = [st for e in range(80) for st in generate(4, e, "embedded", ALL).steps]
+    flushes = [st for st in steps if st.strike and st.strike.action == FLUSH]
+    unstruck = [st for st in steps if not st.strike or st.strike.action == FLUSH]
+    assert 0 < len(flushes) < len(unstruck)
+    assert not any(st.load.shape in ("impatient", "unservable") for st in flushes)
+    assert {st.strike.where for st in flushes} == {"prefill", "decode"}
+    assert len({st.strike.trigger for st in flushes}) > 1
+    assert all(primary_path(st.strike) for st in flushes)
+    text = render(Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike(FLUSH, "decode", "at_decode")),)))
+    assert 'with faults.flush_cache("decode", when=scenario.requests_at("decode") >= 1):' in text
 
 
 def test_a_link_stalls_each_way_and_the_rendered_file_says_which():

@@ -156,6 +156,33 @@ def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
     assert fired and fired[0].trigger == "prefill:num_running_reqs > 0"
 
 
+def test_a_cache_flush_is_refused_while_an_engine_is_busy_and_done_once_idle(stack, faults, workload, history):
+    """The engine's own answer is the flush's evidence: a 400 while prefill holds a long
+    prompt, a 200 once it is idle; it strikes no engine and has nothing to heal."""
+    import threading
+
+    from chaos.history import FaultEvent, Stage
+
+    body = {
+        "model": "pdsim/deterministic-1",
+        "messages": [{"role": "user", "content": "word " * 1500}],
+        "max_tokens": 2,
+    }
+    th = threading.Thread(target=workload.request, args=("/v1/chat/completions", body))
+    th.start()
+    with faults.flush_cache("prefill", when=gauge("prefill", "num_running_reqs") > 0):
+        pass
+    th.join(timeout=20)
+    with faults.flush_cache("prefill"):
+        pass
+    verified = [e for e in history.of(FaultEvent) if e.stage is Stage.VERIFIED]
+    assert [e.evidence for e in verified] == [
+        "prefill answered 400 to /flush_cache: refused (busy)",
+        "prefill answered 200 to /flush_cache: flushed",
+    ]
+    assert all(e.implicates == () and e.action == "flush_cache" for e in verified)
+
+
 def test_trigger_that_never_holds_names_its_signal(stack, faults):
     with pytest.raises(TriggerTimeout, match=r"decode:num_decode_transfer_queue_reqs > 1000.*last value: 0.0"):
         faults.wait(gauge("decode", "num_decode_transfer_queue_reqs") > 1000, deadline_s=0.5)

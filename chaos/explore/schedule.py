@@ -13,6 +13,7 @@ from typing import Any, Collection, Iterable, Iterator
 from chaos.targets.base import Capability
 
 __all__ = [
+    "FLUSH",
     "LOADS",
     "Load",
     "Schedule",
@@ -40,6 +41,11 @@ HANG_UP_AFTER = 2  # events an impatient client reads before it hangs up
 # request can no longer be retried behind the client's back)
 TRIGGERS = ("now", "at_prefill", "at_decode", "mid_stream")
 STREAMING = ("conversation", "streams", "burst")  # the loads a mid-stream trigger can wait on
+# An engine's cache flushed (``/flush_cache``) on a drawn trigger: in one step in FLUSH_RATE of
+# those the deck deals no fault to, and drawn from a generator of its own, so a seed's faults
+# and loads stay what they were before flushes were drawn.
+FLUSH = "flush_cache"
+FLUSH_RATE = 0.5
 # The faults that can cost decode its prefill by the heartbeat (which asks the bootstrap
 # server): a bootstrap link that fails it, a prefill gone or frozen. Half of them are held.
 HOLDABLE = {"bootstrap": ("down", "blackhole", "reset_peer"), "prefill": ("kill", "freeze")}
@@ -129,11 +135,11 @@ class Schedule:
 
 def primary_path(strike: Strike) -> bool:
     """Whether the system's primary paths alone answer ``strike``, no timeout or watchdog:
-    an engine's abort of its rooms, or a KV link that refuses or resets connections (the
-    transfer fails at once, and prefill tells decode over the control link). A cut control
-    or bootstrap link, a link that swallows or crawls, an engine or router struck: there a
-    backstop may be the only path."""
-    return strike.action == "abort_all" or (strike.where == "kv" and strike.action in ("down", "reset_peer"))
+    an engine's abort of its rooms, a cache flush (refused while busy: nothing for a backstop
+    to do), or a KV link that refuses or resets connections (the transfer fails at once, and
+    prefill tells decode over the control link). A cut control or bootstrap link, a link
+    that swallows or crawls, an engine or router struck: there a backstop may be the only path."""
+    return strike.action in ("abort_all", FLUSH) or (strike.where == "kv" and strike.action in ("down", "reset_peer"))
 
 
 def strikes_for(caps: Collection[Capability]) -> list[Strike]:
@@ -209,15 +215,31 @@ def _steps(rng: random.Random, deck: Iterator[Strike], *, max_steps: int) -> tup
     return tuple(steps)
 
 
+def _flushes(rng: random.Random, steps: tuple[Step, ...]) -> tuple[Step, ...]:
+    """``steps`` with a cache flush in some of those that strike nothing (``FLUSH_RATE``), of
+    prefill or decode, on a drawn trigger: while their load runs, an operator's flush. Not
+    beside impatient clients or a request never served: those steps judge their own thing."""
+    out = []
+    for step in steps:
+        if step.strike is None and step.load.shape not in ("impatient", "unservable") and rng.random() < FLUSH_RATE:
+            trigger = rng.choice(TRIGGERS)
+            if trigger == "mid_stream" and step.load.shape not in STREAMING:
+                trigger = "at_decode"
+            step = replace(step, strike=Strike(FLUSH, rng.choice(("prefill", "decode")), trigger))
+        out.append(step)
+    return tuple(out)
+
+
 def generate(seed: int, episode: int, target: str, caps: Collection[Capability], *, max_steps: int = 3) -> Schedule:
-    """Episode ``episode`` of ``seed``: one to ``max_steps`` steps (``_steps``). Each
-    episode's draws come from its own generator, and its faults from the seed's deck where
-    the episodes before it left off (replayed: a few hundred draws), so the same seed,
-    episode and capabilities give the same schedule, whichever episodes ran before."""
+    """Episode ``episode`` of ``seed``: one to ``max_steps`` steps (``_steps``), some with a
+    cache flush (``_flushes``). Each episode's draws come from its own generators, and its
+    faults from the seed's deck where the episodes before it left off (replayed: a few
+    hundred draws), so the same seed, episode and capabilities give the same schedule,
+    whichever episodes ran before."""
     deck = _deck(seed, caps)
     for e in range(episode + 1):
         steps = _steps(random.Random(f"pd-chaos explore {seed}:{e}"), deck, max_steps=max_steps)
-    return Schedule(seed, episode, target, steps)
+    return Schedule(seed, episode, target, _flushes(random.Random(f"pd-chaos explore flush {seed}:{episode}"), steps))
 
 
 def cuts(strikes: Iterable[Strike]) -> tuple[str, ...]:

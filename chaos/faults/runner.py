@@ -19,7 +19,7 @@ from typing import Any, Iterator
 from chaos.errors import ConfigError, FaultNotHealed
 from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
-from chaos.faults.engine_api import AbortAll
+from chaos.faults.engine_api import AbortAll, CacheFlush
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
@@ -137,6 +137,10 @@ class Faults:
     def abort_all(self, service: str, **kw: Any) -> FaultBlock:
         """Every request ``service`` holds aborted through its own ``/abort_request``."""
         return self.apply(AbortAll(self.target, service), **kw)
+
+    def flush_cache(self, service: str, **kw: Any) -> FaultBlock:
+        """``service`` asked once to flush its cache (``/flush_cache``): refused while busy."""
+        return self.apply(CacheFlush(self.target, service), **kw)
 
     def kill(self, service: str, **kw: Any) -> FaultBlock:
         return self.apply(Kill(self.target, service), **kw)
