@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 
 import httpx
@@ -140,9 +141,9 @@ def test_network_faults_verify_their_effect_and_heal(stack, faults, history, mak
     assert all(p.toxics == () and p.enabled for p in faults.toxiproxy.proxies().values())
 
 
-def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
-    import threading
-
+def _long_prompt(workload) -> threading.Thread:
+    """A request whose 1500-word prompt keeps pdsim's prefill busy for about 1.5 s, sent
+    from a thread that is already running."""
     body = {
         "model": "pdsim/deterministic-1",
         "messages": [{"role": "user", "content": "word " * 1500}],
@@ -150,6 +151,11 @@ def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
     }
     th = threading.Thread(target=workload.request, args=("/v1/chat/completions", body))
     th.start()
+    return th
+
+
+def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
+    th = _long_prompt(workload)
     faults.wait(gauge("prefill", "num_running_reqs") > 0, deadline_s=10)
     th.join(timeout=20)
     fired = [r for r in history.records if getattr(r, "kind", "") == "trigger"]
@@ -159,17 +165,9 @@ def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
 def test_a_cache_flush_is_refused_while_an_engine_is_busy_and_done_once_idle(stack, faults, workload, history):
     """The engine's own answer is the flush's evidence: a 400 while prefill holds a long
     prompt, a 200 once it is idle; it strikes no engine and has nothing to heal."""
-    import threading
-
     from chaos.history import FaultEvent, Stage
 
-    body = {
-        "model": "pdsim/deterministic-1",
-        "messages": [{"role": "user", "content": "word " * 1500}],
-        "max_tokens": 2,
-    }
-    th = threading.Thread(target=workload.request, args=("/v1/chat/completions", body))
-    th.start()
+    th = _long_prompt(workload)
     with faults.flush_cache("prefill", when=gauge("prefill", "num_running_reqs") > 0):
         pass
     th.join(timeout=20)
