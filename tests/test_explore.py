@@ -284,6 +284,11 @@ def test_a_known_issue_explains_only_its_own_schedule_and_evidence():
     assert known_for(frozen, hung, ALL) is not None
     assert known_for(frozen, cut, ALL) is None  # a truncated stream is not smg's missing headers
     assert known_for(killed, hung, ALL) is None
+    # where a router kill elsewhere in the episode cut the client's hop, the same clients fail
+    # outcomes_in instead (sglang-cpu, seed 2, episode 39)
+    also_cut = Schedule(1, 0, "embedded", (*frozen.steps, Step(Load("requests", 5), Strike("kill", "router"))))
+    assert known_for(also_cut, _verdict("outcomes_in", outcomes=["client_timeout"]), ALL) is not None
+    assert known_for(also_cut, _verdict("outcomes_in", outcomes=["stalled"]), ALL) is None
     assert known_for(killed, _verdict("charged_only_where_struck", struck=["decode"]), ALL) is not None
     assert known_for(killed, _verdict("charged_only_where_struck", struck=[]), ALL) is None  # no engine struck
     assert classify(frozen, _result("failed", hung), ALL, rc=1)[0] == "known"

@@ -105,7 +105,11 @@ def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None
     bad = [o for o in ops if o.outcome not in allowed]
     if bad:
         return naming(
-            bad, len(ops), "failures outside the allowed outcomes", lambda o: f"{label(o)} ended {o.outcome.value}"
+            bad,
+            len(ops),
+            "failures outside the allowed outcomes",
+            lambda o: f"{label(o)} ended {o.outcome.value}",
+            outcomes=sorted({o.outcome.value for o in bad}),
         )
     counts: dict[str, int] = {}
     for o in ops:
