@@ -79,8 +79,9 @@ class DecodeEngine(Engine):
         self._last_aux: dict[str, Any] | None = None
         self._kv_server: asyncio.AbstractServer | None = None
         self._http: aiohttp.ClientSession | None = None
-        # ``bootstrap_call_blocks_decoding``: calls to prefill's bootstrap server hold the
-        # decode step, as a blocking call inside the scheduler would
+        # ``bootstrap_call_blocks_decoding``: calls to prefill's bootstrap server (the
+        # heartbeat, the route fetch) hold the decode step, as a blocking call inside the
+        # scheduler would (SGLang 0.5.23's route fetch still does: docs/known-issues.md)
         self._step = asyncio.Lock()
         # ``kv_socket_leak``: every finished KV connection, kept open for good
         self._leaked_sockets: list[asyncio.StreamWriter] = []
@@ -117,17 +118,23 @@ class DecodeEngine(Engine):
             self._fetching[addr] += 1
             started = time.monotonic()
             try:
-                async with self._http.get(
-                    base,
-                    params=dict.fromkeys(
-                        ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank"), "-1"
-                    ),
-                    timeout=_ROUTE_TIMEOUT,
-                ) as r:
+                async with (
+                    self._blocking_decoding(),
+                    self._http.get(
+                        base,
+                        params=dict.fromkeys(
+                            ("prefill_dp_rank", "prefill_cp_rank", "target_tp_rank", "target_pp_rank"), "-1"
+                        ),
+                        timeout=_ROUTE_TIMEOUT,
+                    ) as r,
+                ):
                     r.raise_for_status()
                     await r.json()
                 rank = {"prefill_dp_rank": "0", "prefill_cp_rank": "0", "target_tp_rank": "0", "target_pp_rank": "0"}
-                async with self._http.get(base, params=rank, timeout=_ROUTE_TIMEOUT) as r:
+                async with (
+                    self._blocking_decoding(),
+                    self._http.get(base, params=rank, timeout=_ROUTE_TIMEOUT) as r,
+                ):
                     r.raise_for_status()
                     info = await r.json()
                 self.links[addr] = PrefillLink(addr=addr, info=info)
