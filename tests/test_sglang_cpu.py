@@ -173,16 +173,16 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     joins decode's own log lines to each client op through the routing key."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from chaos.bounds import Bounds
     from chaos.client import Deadlines
     from chaos.history import History, Sample
     from chaos.pipeline import DECODE_UNSTAGED
     from chaos.reports import where_stuck
     from chaos.reports.logs import LogCursor, capture_logs
     from chaos.sampler import Sampler, metrics_urls
-    from chaos.stack import Timeouts
     from chaos.workloads import Workload
 
-    history, timeouts = History(), Timeouts.from_env()
+    history, bounds = History(), Bounds.of(sglang_stack.info)
     workload = Workload(
         sglang_stack.info.endpoints["client"],
         history,
@@ -212,7 +212,7 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
         # (docs/known-issues.md). The probe then caches the route these requests use.
         assert sampler.poll(
             lambda: sampler.latest("decode") is not None and waiting(sampler.latest("decode")) == 0,
-            timeout_s=timeouts.waiting_s + timeouts.bootstrap_s + 5,
+            timeout_s=bounds.waiting_s + bounds.bootstrap_s + 5,
         ), "decode still holds requests of the test before this one"
         assert workload.probe_until_ok(within_s=60).ok, (
             "the stack is not serving (a test before this one left it broken)"
