@@ -24,19 +24,21 @@ take the names of the gauges they stand for (``num_decode_transfer_queue_reqs``)
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Callable, Iterable
 
 import httpx
 import psutil
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.errors import TargetError
 from chaos.history import History, Sample
 from chaos.limits import waiting
 
-__all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "parse_metrics"]
+__all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "parse_metrics", "values_of"]
 
 DEFAULT_INTERVAL_S = 0.1
 _SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
@@ -62,6 +64,14 @@ PROBE_PATHS = frozenset(
 # Older SGLang names the prefill bootstrap queue gauge differently: read both as one.
 _ALIASES = {"num_prefill_prealloc_queue_reqs": "num_prefill_bootstrap_queue_reqs"}
 _LOADS_PREFIX = "sglang_"  # /v1/loads in Prometheus form: sglang_num_running_reqs, sglang_disagg_*
+# What no value comes from, cut by C-speed regexes before prometheus_client's parser sees the
+# page: histogram buckets, _created stamps, HELP and TYPE lines (two thirds of an SGLang
+# engine's page), and label sets that hold none of the labels values are kept apart by
+# (values are summed over the rest). A 10 Hz sample of both engines and smg then costs the
+# rig 8 ms of its GIL instead of 39 ms.
+_KEPT_APART_BY = ("proxy", "worker", "path")
+_UNKEPT_LINES = re.compile(r"^(?:[^#\n]*_(?:bucket|created)[{ ][^\n]*|#[^\n]*)\n", re.M)
+_SUMMED_LABELS = re.compile(r"\{(?![^\n]*\b(?:%s)=)[^\n]*\}(?= )" % "|".join(_KEPT_APART_BY))
 
 
 def _name(raw: str) -> str:
@@ -75,8 +85,18 @@ def _name(raw: str) -> str:
 
 
 def parse_metrics(text: str) -> dict[str, float]:
+    """One sample's values from a Prometheus text page (see the module's docstring).
+
+    The rig must observe what it judges in time: at full cost, parsing on a loaded 2-core
+    machine held the GIL long enough to delay the clients' reads by a second and more, and a
+    reply that came on time was judged late. Hence what no value comes from is cut first."""
+    return values_of(text_string_to_metric_families(_SUMMED_LABELS.sub("", _UNKEPT_LINES.sub("", text))))
+
+
+def values_of(families: Iterable[Metric]) -> dict[str, float]:
+    """The sampler's values from parsed metric families: what ``parse_metrics`` keeps."""
     values: dict[str, float] = {}
-    for fam in text_string_to_metric_families(text):
+    for fam in families:
         for s in fam.samples:
             if s.name.endswith(("_bucket", "_created")):
                 continue

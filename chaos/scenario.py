@@ -35,7 +35,7 @@ from chaos.reports.logs import LogCursor, capture_logs
 from chaos.sampler import PROCS, PROCS_INTERVAL_S, Sampler
 from chaos.targets.base import ENGINES, Capability, Target
 from chaos.triggers import Condition, Signal, gauge, log_line, received, streams_begun
-from chaos.wait import HTTP_CALL_S
+from chaos.wait import HTTP_CALL_S, PROBE
 from chaos.workloads import Workload
 
 __all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "WINDOW_GRACE_S", "Scenario", "NoVerdict"]
@@ -143,7 +143,7 @@ class Scenario:
 
         def answer() -> int | str:
             try:
-                return httpx.post(url, timeout=HTTP_CALL_S).status_code
+                return PROBE.post(url, timeout=HTTP_CALL_S).status_code
             except httpx.HTTPError as exc:
                 return type(exc).__name__
 

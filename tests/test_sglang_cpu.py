@@ -132,6 +132,24 @@ def test_engines_are_real_sglang_in_pd_mode(sglang_stack):
     assert "sglang:num_decode_transfer_queue_reqs" in metrics
 
 
+def test_the_samplers_cut_page_gives_what_the_whole_page_gives(sglang_stack):
+    """The sampler cuts lines and label sets no value comes from before parsing (chaos.sampler);
+    on real SGLang's, smg's and Toxiproxy's pages it keeps what a parse of the whole page gives."""
+    import math
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from chaos.sampler import metrics_urls, parse_metrics, values_of
+
+    for source, urls in metrics_urls(sglang_stack.info.endpoints).items():
+        for url in urls:
+            text = httpx.get(url, timeout=5.0).text
+            cut, whole = parse_metrics(text), values_of(text_string_to_metric_families(text))
+            assert cut.keys() == whole.keys(), (url, sorted(cut.keys() ^ whole.keys()))
+            differ = [k for k, v in cut.items() if not (v == whole[k] or math.isnan(v) and math.isnan(whole[k]))]
+            assert not differ, (url, differ)
+
+
 def test_capabilities_claim_the_links_it_can_break():
     caps = TargetChoice("sglang-cpu").capabilities()
     assert (

@@ -22,6 +22,7 @@ from chaos.errors import FaultNotApplied, FaultNotHealed, ToxiproxyError
 from chaos.faults.base import Fault
 from chaos.targets.base import ENGINES, Capability, Target
 from chaos.toxiproxy import Toxic, ToxiproxyClient
+from chaos.wait import PROBE
 
 __all__ = ["ProxyDown", "ToxicFault", "enable_proxy", "remove_toxic", "toxiproxy_restarter"]
 
@@ -91,7 +92,7 @@ def _probe(url: str, timeout_s: float) -> tuple[str, float]:
     """One GET: ("ok"|"timeout"|"refused"|"reset"|"error", elapsed)."""
     t0 = time.monotonic()
     try:
-        httpx.get(url, timeout=httpx.Timeout(timeout_s, connect=timeout_s))
+        PROBE.get(url, timeout=httpx.Timeout(timeout_s, connect=timeout_s))
         result = "ok"
     except httpx.ConnectError as exc:
         result = "refused" if "refused" in str(exc).lower() else "reset"

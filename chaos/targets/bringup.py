@@ -13,7 +13,7 @@ import httpx
 from chaos.errors import TargetError
 from chaos.stack import StackInfo
 from chaos.toxiproxy import ToxiproxyClient
-from chaos.wait import HTTP_CALL_S, http_ok, wait_until
+from chaos.wait import HTTP_CALL_S, PROBE, http_ok, wait_until
 
 __all__ = ["create_proxies", "last_line", "ready_url", "served_model", "wait_ready", "warm_up"]
 
@@ -66,7 +66,7 @@ def warm_up(info: StackInfo, *, timeout_s: float) -> None:
     body = {"text": "pdchaos warm-up", "sampling_params": {"max_new_tokens": 2}}
 
     def ok() -> bool:
-        return httpx.post(url, json=body, timeout=HTTP_CALL_S).status_code == 200
+        return PROBE.post(url, json=body, timeout=HTTP_CALL_S).status_code == 200
 
     wait_until(ok, timeout_s=timeout_s, what=f"a request through {url} succeeds", interval_s=0.2)
 
