@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+from target_costs import group_stats  # bench/ is on the path of a script run from it
+
 from chaos.history import History
 from chaos.ports import BASES
 from chaos.sampler import Sampler, metrics_urls
@@ -30,15 +32,7 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 def group_cpu_s(pgid: int) -> float:
     """User and system CPU seconds of every process in a process group."""
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-            if int(fields[2]) == pgid:  # field 5 of stat: the process group
-                total += int(fields[11]) + int(fields[12])  # fields 14 and 15: utime, stime
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / _TICK
+    return sum(int(fields[11]) + int(fields[12]) for _, fields in group_stats(pgid)) / _TICK  # utime, stime
 
 
 def shares(groups: dict[str, int], seconds: float) -> dict[str, float]:

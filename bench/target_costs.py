@@ -12,20 +12,31 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from chaos.ports import BASES
 from chaos.stack import StackConfig
 from chaos.targets.registry import LOCAL, TargetChoice
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of a process group's leader and every process in its group."""
-    total = 0
+def group_stats(pgid: int) -> Iterator[tuple[Path, list[str]]]:
+    """Each process of a process group: its /proc folder and its stat fields after the name
+    (field 5 of stat, the process group, is the third of them)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rpartition(")")[2].split()
-            if int(fields[2]) == pid:  # field 5 of stat: the process group
-                total += int((stat.parent / "statm").read_text().split()[1]) * 4096
+            if int(fields[2]) == pgid:
+                yield stat.parent, fields
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process group's leader and every process in its group."""
+    total = 0
+    for proc, _ in group_stats(pid):
+        try:
+            total += int((proc / "statm").read_text().split()[1]) * 4096
         except (OSError, ValueError, IndexError):
             continue
     return total / 2**20
