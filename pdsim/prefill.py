@@ -208,6 +208,13 @@ class PrefillEngine(Engine):
                 self.inflight.remove(req)
                 self.free(req.prompt_tokens)
                 self._fail(req, "Prefill transfer failed", now)
+        # SGLang's resolve_waiting_queue_bootstrap: a room whose transfer failed while it
+        # waited for a forward (decode aborted it) leaves before the forward, its KV freed
+        for req in [r for r in self.waiting if not r.leaked and r.status.poll is KVPoll.Failed]:
+            self.waiting.remove(req)
+            self.free(req.prompt_tokens)
+            self.metrics.count_failure(bootstrap=True)
+            self._fail(req, "Prefill bootstrap failed", now)
         if self.waiting and not self.forwarding:
             batch = [r for r in self.waiting if not r.leaked]
             self.waiting.clear()

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.fault("engine")]
 
 GAUGES = ENGINE_QUEUES + KV_IN_USE + ROUTER_INFLIGHT
 STREAMS = 6
-WORDS = 1000  # per prompt: prefill is still forwarding some when the abort comes, on every target
+WORDS = 3000  # per prompt: prefill is still forwarding some when the abort comes, on every target
 
 PREFILL_ABORT_UNTOLD = (
     "prefill's abort of a room is never told to decode: CommonKVSender.abort records the failure locally "
