@@ -15,13 +15,10 @@ from typing import Iterator
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from chaos.bounds import Bounds
 from chaos.doctor import run_doctor, write_report
 from chaos.doctor.hops import BEFORE_ROUTER, HOPS, NO_PROBLEM, coarse_pinned_share, diagnose, hop_stats
 from chaos.procs import run
-from chaos.wait import HTTP_CALL_S, PROBE, wait_until
 
 PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
 WINDOW_S = 4.0
@@ -106,40 +103,14 @@ def test_wedged_proxy_before_the_router(stack, workload, faults, clients, tmp_pa
     assert saved["diagnosis"]["location"] == BEFORE_ROUTER and (folder / "timeline.png").stat().st_size > 0
 
 
-def _smg_sees_decode_answer(stack) -> float | None:
-    """smg's count of decode health checks that succeeded, or None while smg holds any
-    worker unhealthy."""
-    page = PROBE.get(stack.info.endpoints["router_metrics"], timeout=HTTP_CALL_S).text
-    samples = [s for fam in text_string_to_metric_families(page) for s in fam.samples]
-    if any(s.name == "smg_worker_health" and s.value != 1 for s in samples):
-        return None
-    return sum(
-        s.value
-        for s in samples
-        if s.name == "smg_worker_health_checks_total" and s.labels == {"worker_type": "decode", "result": "success"}
-    )
-
-
 def test_frozen_decode(stack, workload, faults, clients):
     """Decode frozen with requests on it: it does not answer, the router holds requests,
-    and doctor names decode as stuck.
-
-    The test ends once smg has seen decode answer a health check after the thaw: the check
-    smg sent into the freeze fails after it (its timeout runs out) and may turn decode
-    NotReady seconds later, after the next test's steady probe has passed (seen: smg 1.13's
-    third failed check 0.2 s after the thaw; its probe was refused for 3 s)."""
+    and doctor names decode as stuck."""
     with faults.freeze("decode"):
         waiting = clients(timeout_s=WINDOW_S + 8).send(3)
         _wait_for(lambda: "router" in _open_router(stack))
         report = run_doctor(stack, window_s=WINDOW_S, probe=True)
-    thawed = _smg_sees_decode_answer(stack) or 0.0
     waiting.join()
-    wait_until(
-        lambda: (_smg_sees_decode_answer(stack) or 0.0) > thawed,
-        timeout_s=Bounds.of(stack.info).recovery_s,
-        what="smg's first health check of decode answered after the thaw, every worker healthy",
-        interval_s=0.2,
-    )
     d = report.diagnosis
     assert d.location.startswith("decode") and d.state.startswith("stuck"), d.line()
     assert "decode" in report.unreachable
@@ -171,9 +142,7 @@ def test_rotating_load_is_no_problem_even_if_a_slow_sampler_reads_it_pinned(stac
     assert set(user.codes) == {200}, user.codes
 
 
-def test_cli_prints_the_diagnosis_and_writes_reports(stack, workload, tmp_path):
-    """Run on a steady stack (``workload``): right after test_frozen_decode smg's breakers
-    are still open and the router probe rightly fails."""
+def test_cli_prints_the_diagnosis_and_writes_reports(stack, tmp_path):
     state = Path(stack.info.state_dir)
     r = run(
         [PDCHAOS, "--state-dir", str(state), "doctor", "--window", "1", "--probe", "--reports-dir", str(tmp_path)],
