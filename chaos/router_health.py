@@ -42,8 +42,8 @@ def read_health_checks(metrics_url: str) -> HealthChecks | None:
         for s in family.samples:
             if s.name == _CHECKS and s.labels.get("result") in counts:
                 seen = True
-                kind = counts[s.labels["result"]]
-                kind[s.labels.get("worker_type", "")] = kind.get(s.labels.get("worker_type", ""), 0.0) + s.value
+                kind, worker_type = counts[s.labels["result"]], s.labels.get("worker_type", "")
+                kind[worker_type] = kind.get(worker_type, 0.0) + s.value
             elif s.name == _HEALTH and s.value != 1:
                 healthy = False
     return HealthChecks(counts["success"], counts["failure"], healthy) if seen else None
