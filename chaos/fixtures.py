@@ -22,6 +22,7 @@ from chaos.run_report import add_result, outcome_of, run_dir
 from chaos.sampler import Sampler, metrics_urls
 from chaos.scenario import Scenario
 from chaos.session import SEED, SOAK, TARGET, xdist_worker
+from chaos.skips import SkipKind, skip
 from chaos.soak import Soak
 from chaos.stack_factory import StackFactory, session_defects
 from chaos.targets.base import Capability, Target
@@ -41,7 +42,7 @@ def soak(pytestconfig: pytest.Config) -> Soak:
     """The soak's clock; the test skips unless ``--soak DURATION`` was given (opt-in)."""
     chosen = pytestconfig.stash[SOAK]
     if chosen is None:
-        pytest.skip("opt-in: pass --soak DURATION (e.g. pytest suites --soak 30m -k soak)")
+        skip(SkipKind.OPT_IN, "opt-in: pass --soak DURATION (e.g. pytest suites --soak 30m -k soak)")
     return chosen
 
 
@@ -219,6 +220,7 @@ def known_issues(item: pytest.Item, scenario: Scenario) -> list[KnownIssue]:
                     m.kwargs["component"],
                     m.kwargs["version"],
                     m.kwargs["behaviour"],
+                    m.kwargs["evidence"],
                     m.kwargs.get("params", {}),
                 )
             )

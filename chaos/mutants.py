@@ -30,6 +30,7 @@ from chaos.judge.model import Role, Status
 from chaos.ports import RUN_STRIDE
 from chaos.pytest_run import TIMED_OUT, run_pytest
 from chaos.results import JudgedVerdict, TestResult, load_results
+from chaos.skips import unexpected_skips
 
 __all__ = [
     "KILLERS",
@@ -87,6 +88,7 @@ KILLERS: dict[str, Killer] = {
     ),
     "kv_socket_leak": Killer("suites/test_soak.py", "does_not_grow", SOAK_ARGS),
     "failed_room_pinned": Killer("suites/test_retry_amplification.py", "no_leak"),
+    "failed_transfer_answered_ok": Killer("suites/test_kv_link.py", "failures_reach_the_client"),
     "decode_prefix_kv_misplaced": Killer("suites/test_decode_radix_cache.py", "replies_match_baseline"),
     "waiting_clock_from_arrival": Killer(
         "suites/test_overload.py::test_queued_requests_are_served_not_timed_out",
@@ -153,7 +155,7 @@ def read_run(results: list[TestResult]) -> RunRead:
         elif r.outcome in ("failed", "error"):  # a rig error, or verdicts that were only unknown
             errors.append(r.test)
             unmet = r.judged(Status.UNMET, Role.PREMISE)
-            unsure = r.judged(Status.UNKNOWN)
+            unsure = r.unsure()
             if unmet:
                 why = f"rig error: {unmet[0]}"
             elif unsure and r.outcome == "failed":
@@ -194,10 +196,14 @@ def _run_one(
             if rc == TIMED_OUT
             else f"rig error: pytest exited {rc} and no result names a failed verdict (see the log)"
         )
-    # the clean run fails on anything; a defect is killed only by a failed verdict (its own)
+    # the clean run fails on anything, and on running nothing: it passes only where it ran
+    # what it collected (no skip but those the rig declares, some test passed); a defect is
+    # killed only by a failed verdict (its own)
     first = str(run.failed_verdicts[0]) if run.failed_verdicts else ""
     if defect == "clean":
-        killed, verdict = rc != 0, first
+        idle = _ran_nothing(run, reports)
+        killed, verdict = rc != 0 or bool(idle), first
+        rig_error = rig_error or idle
     elif killer is None:
         killed, verdict = bool(run.verdict_failures), first
     else:
@@ -216,6 +222,18 @@ def _run_one(
         run.passed,
         rig_error,
     )
+
+
+def _ran_nothing(run: RunRead, reports: Path) -> str:
+    """Why a clean run tested too little to pass ("" if it did not): no test passed, or a
+    test skipped for a reason the rig does not declare (``chaos.skips``)."""
+    junits = sorted(reports.rglob("junit.xml"))
+    if not junits:
+        return "the clean run wrote no JUnit report: its skips are unknown"
+    unexpected = [test for junit in junits for test in unexpected_skips(junit)]
+    if unexpected:
+        return f"the clean run skipped {len(unexpected)} test(s) for no declared reason: {', '.join(unexpected[:3])}"
+    return "the clean run passed no test" if run.passed == 0 else ""
 
 
 def _progress(r: MutantResult, done: int, total: int) -> None:

@@ -26,6 +26,7 @@ from chaos.explore.budget import Budget
 from chaos.limits import BASE_S, PhaseLimit
 from chaos.ports import BASES, ephemeral_overlap
 from chaos.session import EXPLORE, SEED, SOAK, TARGET
+from chaos.skips import MARKED, SkipKind
 from chaos.soak import Soak, parse_duration
 from chaos.targets.base import Capability
 from chaos.targets.registry import TARGETS, TargetChoice
@@ -38,7 +39,7 @@ MARKERS = (
     + ", ".join(c.value for c in Capability)
     + "); the test skips with a reason otherwise",
     "smoke: one scenario for each way a target starts a stack and injects a fault (a toxic, a proxy down, kill, restart, freeze, SIGTERM, a client hanging up): `-m smoke` shows in minutes that a target's driver carries every fault; the verdicts are the suites' own",
-    "known_issue(verdict, component=..., version=..., behaviour=..., params={}, lacking=None): a known upstream behaviour fails the verdict of this kind (with these params; on targets lacking the capability `lacking`, if given): failing alone it makes the test xfail with its evidence; passing, it fails the test (strict)",
+    "known_issue(verdict, component=..., version=..., behaviour=..., evidence={...}, params={}, lacking=None): a known upstream behaviour fails the verdict of this kind (with these params; on targets lacking the capability `lacking`, if given), leaving evidence of this shape (chaos.judge.known.evidence_fits): failing alone so it makes the test xfail with its evidence; passing, or failing with other evidence, it fails the test (strict)",
 )
 
 
@@ -148,6 +149,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         missing = sorted((c for c in needed if c not in have), key=lambda c: c.value)
         if missing:
             item.add_marker(pytest.mark.skip(reason="; ".join(choice.missing_reason(c) for c in missing)))
+            item.stash[MARKED] = SkipKind.CAPABILITY
     if choice.stacks_at_once == 1:
         # one stack at a time (two GPUs): modules with a stack of their own run first, each
         # stack down when its module ends, and the session's stack starts after them

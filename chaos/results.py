@@ -23,6 +23,7 @@ class JudgedVerdict:
     message: str
     params: dict[str, Any]
     evidence: Evidence
+    by: str = "test"  # who declared it: the test, or the kit on its behalf (settle, universal)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> JudgedVerdict:
@@ -34,6 +35,7 @@ class JudgedVerdict:
             raw["message"],
             raw.get("params", {}),
             Evidence.from_json(raw.get("evidence", {})),
+            raw.get("by", "test"),
         )
 
     def __str__(self) -> str:
@@ -66,9 +68,16 @@ class TestResult:
     def judged(self, status: Status, role: Role = Role.VERDICT) -> list[JudgedVerdict]:
         return [v for v in self.verdicts if v.status is status and v.role is role]
 
+    def unsure(self) -> list[JudgedVerdict]:
+        """Verdicts that kept the test from passing without failing: unknown, or the
+        test's own not at stake (the kit's may be: ``chaos.judge.known.holds``)."""
+        idle = [v for v in self.judged(Status.NOT_AT_STAKE) if v.by == "test"]
+        return [*self.judged(Status.UNKNOWN), *idle]
+
     def judged_not_passed(self) -> list[JudgedVerdict]:
-        """Premises unmet, then verdicts failed, then unknown: what a reader wants first."""
-        return [*self.judged(Status.UNMET, Role.PREMISE), *self.judged(Status.FAIL), *self.judged(Status.UNKNOWN)]
+        """Premises unmet, then verdicts failed, then unknown or not at stake: what a
+        reader wants first."""
+        return [*self.judged(Status.UNMET, Role.PREMISE), *self.judged(Status.FAIL), *self.unsure()]
 
 
 def load_results(folder: Path) -> list[TestResult]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sysconfig
 import time
 from pathlib import Path
 from typing import Any, Generator
@@ -19,7 +20,8 @@ import pytest
 from chaos.errors import RigError
 from chaos.reports.summary import figures, write_run_summary
 from chaos.session import SEED, xdist_worker
-from chaos.verdicts import VerdictFailed
+from chaos.skips import PROPERTY, kind_of
+from chaos.verdicts import KnownIssueSeen, VerdictFailed
 
 __all__ = ["RIG_ERROR", "add_result", "outcome_of", "rig_error", "run_dir"]
 
@@ -57,14 +59,21 @@ RIG_ERROR = "pdchaos_rig_error"  # a call-phase report's user property: the rig 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     """A rig error in the test body (a trigger that never fired, a fault not applied, a
-    premise not met) is marked, so that it is reported as an error, never as a failed
-    verdict; with ``--stop-at-verdict`` the first failed verdict (a FAIL, not verdicts that
+    premise not met, or in a scenario any exception that is not a verdict's: ``_rig_errs``)
+    is marked, so that it is reported as an error naming where it was raised, never as a
+    failed verdict; a skip is marked with its kind (``chaos.skips``); with ``--stop-at-verdict`` the first failed verdict (a FAIL, not verdicts that
     were only unknown) ends the session."""
     outcome = yield
     rep = outcome.get_result()
     error = call.excinfo.value if call.excinfo is not None else None
-    if call.when == "call" and rep.failed and isinstance(error, RigError):
-        mark = (RIG_ERROR, f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}")
+    if rep.skipped and not hasattr(rep, "wasxfail"):  # why, as data: the kill matrix's clean run reads it
+        skipped = (PROPERTY, kind_of(item, error).value)
+        rep.user_properties.append(skipped)
+        item.user_properties.append(skipped)  # for the teardown report, whose properties JUnit XML writes
+    if call.when == "call" and rep.failed and error is not None and _rig_errs(item, error):
+        said = str(error).splitlines()[0][:200] if str(error) else ""
+        where = "" if isinstance(error, RigError) else f" ({_where(call.excinfo)})"
+        mark = (RIG_ERROR, f"{type(error).__name__}: {said}{where}")
         rep.user_properties.append(mark)  # for this report's status
         item.user_properties.append(mark)  # for the teardown report, whose properties JUnit XML writes
     if (
@@ -76,6 +85,28 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     ):
         item.session.shouldstop = f"a verdict failed in {item.nodeid}"
     item.stash.setdefault(_PHASES, {})[call.when] = rep
+
+
+def _rig_errs(item: pytest.Item, error: BaseException) -> bool:
+    """Whether a body's exception is the rig's error, not a verdict's failure: a
+    ``RigError``, or in a scenario (a test with a history) any exception but a verdict's
+    (``VerdictFailed``), a known issue shown, or ``pytest.fail``: a ``TimeoutError`` from a
+    join, a ``KeyError`` in the rig, judge nothing about the system."""
+    if isinstance(error, RigError):
+        return True
+    verdicts = (VerdictFailed, KnownIssueSeen, pytest.fail.Exception, pytest.xfail.Exception)
+    return "history" in getattr(item, "fixturenames", ()) and not isinstance(error, verdicts)
+
+
+def _where(excinfo: pytest.ExceptionInfo[BaseException] | None) -> str:
+    """The innermost frame outside the libraries the exception left (the rig's, a
+    suite's, a test file's): the wait or the step that raised it."""
+    if excinfo is None:
+        return "where unknown"
+    libraries = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
+    ours = [entry for entry in excinfo.traceback if not str(entry.path).startswith(libraries)]
+    entry = (ours or list(excinfo.traceback))[-1]
+    return f"in {entry.name} at {Path(str(entry.path)).name}:{entry.lineno + 1}"
 
 
 def rig_error(rep: pytest.TestReport) -> str:
@@ -113,6 +144,9 @@ def outcome_of(item: pytest.Item) -> tuple[str, float, str, str]:
     else:
         outcome = rep.outcome
     message = _crash_message(rep) if rep.failed else ""
+    rig = rig_error(rep)
+    if rig and rig not in message:  # where a body's plain exception was raised: the wait or step that broke
+        message = f"{rig}\n{message}"
     return outcome, getattr(call, "duration", 0.0) or 0.0, reason, message
 
 

@@ -87,15 +87,17 @@ class Scenario:
         target's recovery bound (counted, for ``ready`` services, from when their watched
         /health answered 200 again: ``v.recovers``), every gauge must be back to its baseline
         within ``within_s`` of the moment the system went quiet, and smg must have charged failures
-        only to the engines a fault struck; all are judged (``recovers``, ``no_leak``,
-        ``charged_only_where_struck``: the circuit breakers' oracle on every fault scenario),
-        and the sampler runs until the leak window is covered (bounded). Returns those three
+        only to the engines a fault struck, and no request decode failed at every attempt may
+        have succeeded; all are judged (``recovers``, ``no_leak``, ``charged_only_where_struck``:
+        the circuit breakers' oracle on every fault scenario, ``failures_reach_the_client``),
+        and the sampler runs until the leak window is covered (bounded). Returns those
         checks; each is reported as declared by ``settle``."""
         gauges = list(gauges)
         added = [
             v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET),
             v.recovers(within_s=self.bounds.recovery_s, ready=ready),
             v.charged_only_where_struck(self.workers()),
+            v.failures_reach_the_client(),
         ]
         self.judge(*added, by="settle")
         self.workload.probe_until_ok(within_s=self.bounds.recovery_s)

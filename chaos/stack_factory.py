@@ -9,11 +9,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
-import pytest
-
 from chaos.cleanup import register, shielded, unregister
 from chaos.limits import activity
 from chaos.ports import PortAllocator
+from chaos.skips import SkipKind, skip
 from chaos.stack import StackConfig, Timeouts
 from chaos.targets.base import Target
 from chaos.targets.registry import TargetChoice
@@ -49,7 +48,10 @@ class StackFactory:
     def start(self, *, defects: str = "", timeouts: Timeouts | None = None, **overrides: Any) -> Target:
         if not self.choice.starts_stacks:
             if defects or timeouts is not None or overrides:
-                pytest.skip(f"target {self.choice.name} cannot start a stack with defects, timeouts or other overrides")
+                skip(
+                    SkipKind.TARGET,
+                    f"target {self.choice.name} cannot start a stack with defects, timeouts or other overrides",
+                )
             return self.choice.start(StackConfig())
         base = self._ports.next_base()
         cfg = StackConfig(port_base=base, state_dir=self._root / f"stack-{base}", defects=defects)

@@ -3,8 +3,10 @@ rests on (``chaos.judge``). This is the one name suites import (``from chaos imp
 verdicts as v``); each verdict lives in the judging module named for where its evidence
 comes from.
 
-A verdict never reads live state. Its status is pass, fail or unknown; no data is unknown,
-never pass, and ``expect`` fails on anything but pass. A premise (``scenario.require``) is
+A verdict never reads live state. Its status is pass, fail, unknown or not at stake; no data
+is unknown, never pass; a pass rests on a stake (what could have failed it), and with none
+the verdict is not at stake. ``expect`` fails on anything but pass, save the kit's own
+verdicts not at stake. A premise (``scenario.require``) is
 met or unmet: unmet, the run tested nothing. Bounds are arguments, in seconds, taken by
 scenarios from the target's configuration (``chaos.bounds``), not written into verdicts.
 
@@ -21,6 +23,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 | ``judge.backstops`` | backstops_stay_idle |
 | ``judge.heartbeat`` | decode_gives_prefill_up |
 | ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
+| ``judge.attempts`` | failures_reach_the_client |
 | ``judge.premises`` | requests_affected, ended_as, open_at_fault |
 
 A verdict that one scenario alone uses lives next to it, as Jepsen's workloads keep their
@@ -34,6 +37,7 @@ in ``test_neighbour_stall.py``, ``does_not_grow`` in ``test_soak.py``, ``statuse
 
 from __future__ import annotations
 
+from chaos.judge.attempts import failures_reach_the_client
 from chaos.judge.backstops import backstops_stay_idle
 from chaos.judge.breakers import charged_only_where_struck
 from chaos.judge.clock import Since
@@ -46,7 +50,19 @@ from chaos.judge.heartbeat import decode_gives_prefill_up
 from chaos.judge.judging import evaluate, expect, record, require
 from chaos.judge.known import KnownIssue, KnownIssueSeen, VerdictFailed, raise_unless_passed
 from chaos.judge.logs import receptions
-from chaos.judge.model import Evidence, Finding, Role, Status, Verdict, failed, met, passed, unknown, unmet
+from chaos.judge.model import (
+    Evidence,
+    Finding,
+    Role,
+    Status,
+    Verdict,
+    failed,
+    met,
+    nothing_at_stake,
+    passed,
+    unknown,
+    unmet,
+)
 from chaos.judge.premises import ended_as, open_at_fault, requests_affected
 from chaos.judge.recovery import recovers, recovers_after_each_heal
 from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
@@ -83,12 +99,14 @@ __all__ = [
     "expect",
     "failed",
     "failed_requests_are_clean",
+    "failures_reach_the_client",
     "finish_reasons_tell_the_truth",
     "health_tells_truth",
     "met",
     "no_hidden_fault",
     "no_leak",
     "not_ready_before_gone",
+    "nothing_at_stake",
     "open_at_fault",
     "outcomes_in",
     "passed",

@@ -37,6 +37,7 @@ class Defect(enum.Enum):
     WAITING_CLOCK_FROM_ARRIVAL = "waiting_clock_from_arrival"
     DECODE_PREFIX_KV_MISPLACED = "decode_prefix_kv_misplaced"
     STALE_DECODE_REGISTRATION = "stale_decode_registration"
+    FAILED_TRANSFER_ANSWERED_OK = "failed_transfer_answered_ok"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

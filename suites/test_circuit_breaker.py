@@ -26,7 +26,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.history import History, Phase
 from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, passed, unknown
+from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming, none_completed
 from chaos.pipeline import CIRCUIT_TRANSITIONS, ENGINE_QUEUES, ROUTER_INFLIGHT
 
@@ -53,7 +53,7 @@ def statuses_in(h: History, allowed: Collection[int], *, phase: Phase, why: str)
     worker). A request with no status (it never got an answer) does not hold."""
     ops = completed(h, phase)
     if not ops:
-        return unknown(none_completed(phase))
+        return nothing_at_stake(none_completed(phase))
     bad = [o for o in ops if o.complete.status not in allowed]
     if bad:
         return naming(
@@ -65,7 +65,7 @@ def statuses_in(h: History, allowed: Collection[int], *, phase: Phase, why: str)
             statuses=sorted({str(o.complete.status) for o in bad}),
         )
     answered = sorted({str(o.complete.status) for o in ops})
-    return passed(f"all {len(ops)} answered {', '.join(answered)}", statuses=answered, of=len(ops))
+    return passed(f"all {len(ops)} answered {', '.join(answered)}", stake=len(ops), statuses=answered, of=len(ops))
 
 
 def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults):
@@ -88,7 +88,11 @@ def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults)
 
 @pytest.mark.needs("slow_transfers")  # real engines: the window needs a KV crawl, which strikes prefill too
 @pytest.mark.known_issue(
-    "charged_only_where_struck", component="smg", version="1.13.0", behaviour=SMG_CHARGES_BOTH_ON_5XX
+    "charged_only_where_struck",
+    component="smg",
+    version="1.13.0",
+    behaviour=SMG_CHARGES_BOTH_ON_5XX,
+    evidence={"unstruck": "prefill", "struck": ["decode"]},
 )
 def test_decode_aborting_plain_requests_charges_only_decode(scenario, workload, faults, bounds):
     d = bounds.patient(stall_s=bounds.recovery_s)

@@ -27,8 +27,9 @@ from chaos import verdicts as v
 from chaos.history import History, Outcome, Phase
 from chaos.judge.declare import premise, verdict
 from chaos.judge.logs import log_lines
-from chaos.judge.model import Finding, failed, passed, unknown, unmet
+from chaos.judge.model import Finding, failed, met, nothing_at_stake, passed, unmet
 from chaos.judge.ops import completed, scope
+from chaos.skips import SkipKind, skip
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
@@ -50,7 +51,7 @@ def prefix_reused(h: History, service: str, *, phase: Phase, why: str) -> Findin
             reused[ev.op] = max(reused.get(ev.op, 0), n)
     if not reused:
         return unmet(f"no log line of {service} shows a cached prefix for the {len(ops)} requests ({why})")
-    return passed(
+    return met(
         f"{len(reused)} of {len(ops)} requests served from a cached prefix, up to {max(reused.values())} tokens",
         ops=list(reused),
         cached_tokens=reused,
@@ -66,21 +67,26 @@ def conversations_finish(h: History, rounds: int, *, phase: Phase) -> Finding:
         if o.invoke.agent:
             done.setdefault(o.invoke.agent, set()).update({o.invoke.round} if o.outcome is Outcome.OK else set())
     if not done:
-        return unknown(f"no conversation in phase {Phase(phase).value!r}")
+        return nothing_at_stake(f"no conversation in phase {Phase(phase).value!r}")
     short = {agent: sorted(set(range(rounds)) - got) for agent, got in done.items() if len(got) < rounds}
     if short:
         return failed(
             "; ".join(f"{agent} has no reply for round(s) {missing}" for agent, missing in sorted(short.items())),
             unanswered=short,
         )
-    return passed(f"{len(done)} agent(s), every one of {rounds} rounds answered", agents=len(done))
+    return passed(
+        f"{len(done)} agent(s), every one of {rounds} rounds answered", stake=len(done) * rounds, agents=len(done)
+    )
 
 
 @pytest.fixture(scope="module")
 def stack(stack_factory):
     """This module's stack: decode with its radix cache."""
     if not stack_factory.choice.starts_stacks:
-        pytest.skip("decode's radix cache is switched on by the targets pd-chaos starts, not on an attached deployment")
+        skip(
+            SkipKind.TARGET,
+            "decode's radix cache is switched on by the targets pd-chaos starts, not on an attached deployment",
+        )
     with stack_factory.own(decode_radix_cache=True) as target:
         yield target
 

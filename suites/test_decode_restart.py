@@ -187,7 +187,13 @@ SMG_CHARGES_BOTH = (
 )
 
 
-@pytest.mark.known_issue("charged_only_where_struck", component="smg", version="1.13.0", behaviour=SMG_CHARGES_BOTH)
+@pytest.mark.known_issue(
+    "charged_only_where_struck",
+    component="smg",
+    version="1.13.0",
+    behaviour=SMG_CHARGES_BOTH,
+    evidence={"unstruck": "prefill", "struck": ["decode"]},
+)
 def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, faults, bounds):
     deadlines = bounds.past_timeout(bounds.waiting_s)
     scenario.baseline(agents=3, rounds=2, deadlines=deadlines)
@@ -212,6 +218,7 @@ def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, 
     "traffic gets 503 'No available prefill workers (all circuits open or unhealthy)' for "
     "--cb-timeout-duration-secs (60 s by default). Evidence: smg_worker_cb_transitions_total{worker=<prefill>,"
     "to=open} rises in this test's history while prefill answered every request it got.",
+    evidence={"after_fault": True},
 )
 def test_decode_outage_leaves_the_prefill_circuit_closed(scenario, sampler, workload, faults):
     scenario.judge(

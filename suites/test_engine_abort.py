@@ -9,8 +9,9 @@ prefill's, whose senders (SGLang 0.5.23 ``CommonKVSender.abort``) record the fai
 locally and send decode nothing. The trigger is smg counting every request at the decode
 worker, with prompts long enough that prefill is still forwarding them. Premise: the abort
 failed some of them. Verdicts: no engine timeout released a request (the engines' own log
-lines say which path let each one go), no stream decode was serving went on to succeed
-after decode's abort, nothing leaks, the stack serves again.
+lines say which path let each one go), nothing leaks, the stack serves again. (Whether a
+stream decode was serving goes on after its abort is not at stake here: every request still
+waits for its KV, none has a byte; ``client_contract`` aborts streams mid-way.)
 """
 
 from __future__ import annotations
@@ -55,10 +56,15 @@ def _abort_while_decode_waits(scenario, workload, faults, bounds, service: str) 
 
 
 def test_decode_aborting_everything_frees_prefill_by_the_abort_path(scenario, workload, faults, bounds):
-    scenario.judge(v.no_hidden_fault(service="decode"))
     _abort_while_decode_waits(scenario, workload, faults, bounds, "decode")
 
 
-@pytest.mark.known_issue("backstops_stay_idle", component="SGLang", version="0.5.23", behaviour=PREFILL_ABORT_UNTOLD)
+@pytest.mark.known_issue(
+    "backstops_stay_idle",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=PREFILL_ABORT_UNTOLD,
+    evidence={"backstops": ["waiting timeout"]},
+)
 def test_prefill_aborting_everything_frees_decode_by_the_abort_path(scenario, workload, faults, bounds):
     _abort_while_decode_waits(scenario, workload, faults, bounds, "prefill")

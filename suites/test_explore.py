@@ -14,10 +14,12 @@ from __future__ import annotations
 import pytest
 
 from chaos.errors import RigError
+from chaos.explore.health import unhealthy
 from chaos.explore.run import Explorer, explore
 from chaos.ports import BASES, PortAllocator
 from chaos.run_report import run_dir
 from chaos.session import EXPLORE, SEED, TARGET
+from chaos.skips import SkipKind, skip
 
 pytestmark = [pytest.mark.fault("random")]
 
@@ -25,7 +27,9 @@ pytestmark = [pytest.mark.fault("random")]
 def test_explore(pytestconfig: pytest.Config) -> None:
     budget = pytestconfig.stash[EXPLORE]
     if budget is None:
-        pytest.skip("opt-in: pass --explore BUDGET (e.g. pytest suites/test_explore.py --explore 3m --seed 1)")
+        skip(
+            SkipKind.OPT_IN, "opt-in: pass --explore BUDGET (e.g. pytest suites/test_explore.py --explore 3m --seed 1)"
+        )
     out = run_dir(pytestconfig) / "explore"
     explorer = Explorer.of(
         pytestconfig.stash[TARGET],
@@ -35,7 +39,12 @@ def test_explore(pytestconfig: pytest.Config) -> None:
     )
     episodes, finds = explore(explorer, budget, shrink_budget_s=300.0, reruns=5, say=print)
     summary = (out / "explore.md").read_text()
-    if finds:
-        pytest.fail(f"explore found {len(finds)} failure(s) no known issue explains:\n{summary}", pytrace=False)
+    found = [f for f in finds if not f.flaky]
+    if found:
+        pytest.fail(f"explore found {len(found)} failure(s) no known issue explains:\n{summary}", pytrace=False)
+    if finds:  # Hypothesis's Flaky: a failure seen once is still a failure, told apart
+        pytest.fail(f"explore saw {len(finds)} failure(s) that no rerun repeated (flaky):\n{summary}", pytrace=False)
     if any(ep.state == "rig error" for ep in episodes):
         raise RigError(f"explore could not judge every episode:\n{summary}")
+    if why := unhealthy(episodes):
+        raise RigError(f"explore judged too little: {why}\n{summary}")

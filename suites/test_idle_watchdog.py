@@ -59,7 +59,12 @@ FROZEN_DECODE_PINS = (
 @pytest.mark.smoke
 @pytest.mark.needs("process_control")
 @pytest.mark.known_issue(
-    "no_leak", component="SGLang", version="0.5.23", behaviour=FROZEN_DECODE_PINS, lacking="inflight_watchdog"
+    "no_leak",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=FROZEN_DECODE_PINS,
+    evidence={"held": [f"{source}:{name}" for source, name in PREFILL_HOLDS]},
+    lacking="inflight_watchdog",
 )
 def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
     """Decode is frozen once it waits for the lone request's KV: alive, its sockets open,

@@ -36,7 +36,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.history import History, Outcome, Phase
 from chaos.judge.declare import premise, verdict
-from chaos.judge.model import Finding, met, passed, unknown, unmet
+from chaos.judge.model import Finding, met, nothing_at_stake, passed, unmet
 from chaos.judge.ops import all_within, completed, label, naming, none_completed
 from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT, Metric
 from chaos.stack import Timeouts
@@ -70,7 +70,7 @@ def served_or_refused(h: History, status: int, *, phase: Phase) -> Finding:
     shedding turns the excess away and serves the rest whole, it fails nothing else."""
     ops = completed(h, phase)
     if not ops:
-        return unknown(none_completed(phase))
+        return nothing_at_stake(none_completed(phase))
     bad = [o for o in ops if o.outcome is not Outcome.OK and o.complete.status != status]
     if bad:
         return naming(
@@ -82,7 +82,10 @@ def served_or_refused(h: History, status: int, *, phase: Phase) -> Finding:
         )
     refused = sum(1 for o in ops if o.complete.status == status)
     return passed(
-        f"{len(ops) - refused} served, {refused} refused with {status}", served=len(ops) - refused, refused=refused
+        f"{len(ops) - refused} served, {refused} refused with {status}",
+        stake=len(ops),
+        served=len(ops) - refused,
+        refused=refused,
     )
 
 
@@ -92,7 +95,7 @@ def refused_within(h: History, status: int, within_s: float, *, phase: Phase) ->
     its send: a refusal is shed at the door, not after the request waited for a timeout."""
     refused = [(o.complete.t - o.invoke.t, o) for o in completed(h, phase) if o.complete.status == status]
     if not refused:
-        return unknown(f"no request of phase {Phase(phase).value!r} was answered {status}")
+        return nothing_at_stake(f"no request of phase {Phase(phase).value!r} was answered {status}")
     return all_within(
         refused,
         within_s,

@@ -70,6 +70,7 @@ def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
     "but smg forwards nothing: clients wait until their own deadline (smg logs status 499 'client closed the "
     "connection before the response') or smg's --request-timeout-secs. Evidence: failed_requests_are_clean lists "
     "client_timeout with no first byte for every agent, on pdsim and on real SGLang alike.",
+    evidence={"outcomes": ["client_timeout"], "first_byte": [False]},
 )
 def test_prefill_frozen_then_thawed(scenario, workload, faults, bounds):
     # Prefill is frozen first, so decode is sure to wait for KV that cannot come, on any

@@ -53,6 +53,7 @@ def stuck_before_router(h: History, *, router_counter: str = "smg_http_requests_
         )
     return passed(
         f"{len(during)} stuck requests; the router saw none of them: stuck before the router",
+        stake=len(during),
         ops=stuck,
         stuck=len(during),
     )

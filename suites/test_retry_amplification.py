@@ -22,7 +22,7 @@ from chaos import verdicts as v
 from chaos.history import History, Phase
 from chaos.judge.declare import premise, verdict
 from chaos.judge.logs import receptions
-from chaos.judge.model import Finding, failed, passed, unknown, unmet
+from chaos.judge.model import Finding, failed, met, nothing_at_stake, passed, unknown, unmet
 from chaos.judge.ops import completed, none_completed
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 
@@ -40,7 +40,7 @@ def amplification_at_most(h: History, budget: int, *, phase: Phase, service: str
     of the service's log lines joined to each request, so when none names any, unknown."""
     ops = completed(h, phase)
     if not ops:
-        return unknown(none_completed(phase))
+        return nothing_at_stake(none_completed(phase))
     seen = receptions(h, service, (o.invoke.op for o in ops))
     counted = [n for n in seen.values() if n]
     if not counted:
@@ -58,7 +58,12 @@ def amplification_at_most(h: History, budget: int, *, phase: Phase, service: str
         shown = ", ".join(f"{op} x{n}" for n, op in over[:5])
         return failed(f"{factor}; over budget: {shown}", ops=[op for _, op in over], **figures)
     missing = len(ops) - len(counted)
-    return passed(factor + (f"; {missing} never seen in {service}'s log" if missing else ""), unseen=missing, **figures)
+    return passed(
+        factor + (f"; {missing} never seen in {service}'s log" if missing else ""),
+        stake=len(counted),
+        unseen=missing,
+        **figures,
+    )
 
 
 @premise(lambda phase, service, **_: f"requests_retried({service}, {Phase(phase).value})")
@@ -69,7 +74,7 @@ def requests_retried(h: History, *, phase: Phase, why: str, service: str = "pref
     again = [op for op, n in seen.items() if n > 1]
     if not again:
         return unmet(f"no request of {len(seen)} reached {service} twice ({why})", requests=len(seen))
-    return passed(f"{len(again)} of {len(seen)} reached {service} more than once", ops=again, retried=len(again))
+    return met(f"{len(again)} of {len(seen)} reached {service} more than once", ops=again, retried=len(again))
 
 
 def test_a_failing_request_reaches_prefill_at_most_the_retry_budget(scenario, workload, faults, bounds):

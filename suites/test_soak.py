@@ -82,7 +82,7 @@ def does_not_grow(h: History, limits: Sequence[Limit]) -> Finding:
             quantities=figures,
             missing=missing,
         )
-    return passed("; ".join(shown), quantities=figures)
+    return passed("; ".join(shown) or "no quantity to judge", stake=len(figures), quantities=figures)
 
 
 @dataclass(frozen=True)

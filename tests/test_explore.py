@@ -12,10 +12,11 @@ import pytest
 
 from chaos.errors import ConfigError
 from chaos.explore.command import add_parser
+from chaos.explore.health import unhealthy
 from chaos.explore.invariants import CUT_BY
 from chaos.explore.known import known_for
 from chaos.explore.render import function_name, render
-from chaos.explore.run import BATCH, Budget, Episode, Signature, _batch_size, classify
+from chaos.explore.run import BATCH, Budget, Episode, Find, Signature, _batch_size, classify
 from chaos.explore.schedule import FLUSH, Load, Schedule, Step, Strike, generate, primary_path, strikes_for
 from chaos.explore.shrink import candidates, shrink
 from chaos.history import Outcome
@@ -289,8 +290,13 @@ def test_a_known_issue_explains_only_its_own_schedule_and_evidence():
     also_cut = Schedule(1, 0, "embedded", (*frozen.steps, Step(Load("requests", 5), Strike("kill", "router"))))
     assert known_for(also_cut, _verdict("outcomes_in", outcomes=["client_timeout"]), ALL) is not None
     assert known_for(also_cut, _verdict("outcomes_in", outcomes=["stalled"]), ALL) is None
-    assert known_for(killed, _verdict("charged_only_where_struck", struck=["decode"]), ALL) is not None
-    assert known_for(killed, _verdict("charged_only_where_struck", struck=[]), ALL) is None  # no engine struck
+    both = {"decode": 2, "prefill": 2}
+    assert known_for(killed, _verdict("charged_only_where_struck", struck=["decode"], charged=both), ALL) is not None
+    no_struck = _verdict("charged_only_where_struck", struck=[], charged=both)
+    assert known_for(killed, no_struck, ALL) is None  # no engine struck
+    # prefill charged while the struck decode was not: not smg charging both legs of a PD attempt
+    alone = _verdict("charged_only_where_struck", struck=["decode"], charged={"decode": 0, "prefill": 1})
+    assert known_for(killed, alone, ALL) is None
     assert classify(frozen, _result("failed", hung), ALL, rc=1)[0] == "known"
     by_prefill = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("abort_all", "prefill", "at_decode")),))
     by_decode = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("abort_all", "decode", "at_decode")),))
@@ -346,3 +352,42 @@ def test_a_batch_is_sized_to_end_about_when_the_budget_does():
     assert _batch_size(Budget(seconds=600), [ep] * 4, 60) == BATCH
     assert _batch_size(Budget(seconds=600), [ep] * 4, 570) == 2  # 30 s left: two 15 s episodes
     assert _batch_size(Budget(seconds=600), [ep] * 4, 599) == 1  # never none while time is left
+
+
+def _episode(state: str) -> Episode:
+    return Episode(generate(1, 0, "embedded", ALL), state, Path("t.py"), 1.0)
+
+
+def test_a_run_made_of_unjudged_episodes_is_unhealthy():
+    assert unhealthy([]) == "no episode ran"
+    judged = [_episode("passed")] * 3 + [_episode("known")]
+    assert unhealthy(judged) == ""
+    assert unhealthy([*judged, _episode("inconclusive")]) == ""  # 1 of 5: within the share
+    blind = unhealthy([_episode("passed"), _episode("inconclusive"), _episode("rig error")])
+    assert blind.startswith("2 of 3 episodes could not be judged (1 inconclusive, 1 rig error)"), blind
+    assert unhealthy([_episode("inconclusive")] * 4).startswith("4 of 4")
+
+
+def test_a_find_no_rerun_repeated_is_flaky_not_found():
+    ep = _episode("found")
+    sig = Signature("outcomes_in", (), ())
+    assert Find(ep, sig, Path(), ep.schedule, 3, 0, 5, 1.0).flaky
+    assert not Find(ep, sig, Path(), ep.schedule, 3, 1, 5, 1.0).flaky
+    assert not Find(ep, sig, Path(), ep.schedule, 3, 0, 0, 1.0).flaky  # not rerun: its rate is not known
+
+
+def test_a_client_timeout_behind_retried_waiting_timeouts_is_smgs_known_retry_budget():
+    stuck = Schedule(1, 0, "embedded", (Step(Load("requests", 1), Strike("blackhole", "kv", stream="upstream")),))
+    retried = _verdict(
+        "failed_requests_are_clean",
+        outcomes=["client_timeout"],
+        attempts={"op1": ["waiting timeout after 6s"] * 5},
+    )
+    known = known_for(stuck, retried, ALL)
+    assert known is not None and known.component == "smg" and "retries" in known.behaviour
+    once = _verdict(
+        "failed_requests_are_clean", outcomes=["client_timeout"], attempts={"op1": ["waiting timeout after 6s"]}
+    )
+    assert known_for(stuck, once, ALL) is None  # one attempt: no retry multiplied anything
+    other = _verdict("failed_requests_are_clean", outcomes=["client_timeout"], attempts={"op1": ["open", "open"]})
+    assert known_for(stuck, other, ALL) is None  # the attempts were not ended by decode's timeout

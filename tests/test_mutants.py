@@ -146,7 +146,7 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
         and rig.state.startswith("not killed (rig error: ")
         and "TriggerTimeout: the trigger" in rig.state
     )
-    assert not unknown.killed and "[UNKNOWN] every_request_terminal" in unknown.state
+    assert not unknown.killed and "[NOT_AT_STAKE] every_request_terminal" in unknown.state
     assert real.killed and real.verdict == "[FAIL] replies_match_baseline: 1 of 1 replies differ", real
     assert '"killed_by": "[FAIL] replies_match_baseline' in to_json([real]) and '"killed_by": ""' in to_json([rig])
     log = (tmp_path / "out" / "breaks_the_rig.log").read_text()
@@ -168,6 +168,55 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     assert not elsewhere.killed and elsewhere.state.startswith(
         "not killed (another verdict failed, not recovers: [FAIL] replies_match_baseline"
     ), elsewhere.state
+
+
+CLEAN_SUITE = """
+import os
+import pytest
+from chaos.skips import SkipKind, skip
+
+HOW = os.environ.get("CLEAN_HOW", "")
+
+
+@pytest.mark.skipif(HOW == "all_skipped", reason="skipped by something the rig does not declare")
+def test_runs(history):
+    if HOW == "declared_only":
+        skip(SkipKind.TARGET, "the target cannot start this test's stack")
+
+
+@pytest.mark.needs("link_delay")  # which sglang-cpu lacks (no netem here)
+def test_needs_what_no_target_has(history):
+    pass
+"""
+
+
+def test_the_clean_run_passes_only_where_it_ran_what_it_collected(tmp_path, pytestconfig, monkeypatch):
+    """The clean run passes on a passed test beside a capability skip; it fails where
+    every test skipped for an undeclared reason, or where none passed (declared skips
+    alone), and says why."""
+    from chaos.mutants import _run_one
+
+    suite = tmp_path / "test_clean_suite.py"
+    suite.write_text(CLEAN_SUITE)
+    (tmp_path / "conftest.py").write_text(RIG_CONFTEST)
+    runs = {}
+    for how in ("ran", "all_skipped", "declared_only"):
+        monkeypatch.setenv("CLEAN_HOW", how)
+        (tmp_path / how).mkdir()
+        runs[how] = _run_one(
+            "clean",
+            port_base=port_base(pytestconfig, "mutants"),
+            out_dir=tmp_path / how,
+            suites=str(suite),
+            extra_args=["--rootdir", str(tmp_path), "--target", "sglang-cpu"],  # nothing starts: no stack is asked for
+            timeout_s=120,
+        )
+    assert runs["ran"].as_expected and runs["ran"].passed == 1, runs["ran"]
+    skipped = runs["all_skipped"]
+    assert not skipped.as_expected and "skipped 1 test(s) for no declared reason" in skipped.rig_error, skipped
+    assert "test_runs" in skipped.rig_error, skipped
+    idle = runs["declared_only"]
+    assert not idle.as_expected and idle.rig_error == "the clean run passed no test", idle
 
 
 def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():

@@ -83,7 +83,7 @@ def test_every_request_terminal():
     assert status(check, good) is v.Status.PASS
     assert status(check, slow) is v.Status.FAIL and "took 9.00s" in check(slow).message
     assert status(check, hung) is v.Status.FAIL and "never completed" in check(hung).message
-    assert status(check, History()) is v.Status.UNKNOWN
+    assert status(check, History()) is v.Status.NOT_AT_STAKE
 
 
 @pytest.mark.parametrize("bad", [Outcome.TRUNCATED, Outcome.STALLED, Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR])
@@ -101,7 +101,7 @@ def test_failed_requests_are_clean(bad):
     probed = History()
     fault(probed, 1.0, 2.0)
     op(probed, "p", 2.1, 7.1, bad, phase="probe")  # the rig's own short patience: recovers judges it
-    assert status(v.failed_requests_are_clean(), probed) is v.Status.PASS
+    assert status(v.failed_requests_are_clean(), probed) is v.Status.NOT_AT_STAKE  # the probe alone: nothing judged
     assert status(v.failed_requests_are_clean(phase=Phase.PROBE), probed) is v.Status.FAIL  # asked for
 
 
@@ -425,14 +425,15 @@ def test_charged_only_where_struck():
     assert status(check, History()) is v.Status.UNKNOWN
 
 
-def _judged(kind: str, status: v.Status, message: str, **params: object) -> v.Verdict:
-    return v.Verdict(kind, f"{kind}(worded freely)", status, message, dict(params))
+def _judged(kind: str, status: v.Status, message: str, evidence: dict | None = None, **params: object) -> v.Verdict:
+    shown = {"unstruck": "prefill", "after_fault": True} if evidence is None else evidence
+    return v.Verdict(kind, f"{kind}(worded freely)", status, message, dict(params), v.Evidence(shown))
 
 
 def test_a_known_issue_fails_alone_or_the_test_fails_strictly():
     passed = _judged("recovers", v.Status.PASS, "ok")
     failed = _judged("charged_only_where_struck", v.Status.FAIL, "prefill charged")
-    known = [v.KnownIssue("charged_only_where_struck", "smg", "1.13.0", "both charged")]
+    known = [v.KnownIssue("charged_only_where_struck", "smg", "1.13.0", "both charged", {"unstruck": "prefill"})]
     with pytest.raises(v.KnownIssueSeen, match="KNOWN ISSUE smg 1.13.0: both charged.*prefill charged") as seen:
         v.raise_unless_passed([passed, failed], known)
     [(issue, shown)] = seen.value.seen
@@ -452,23 +453,28 @@ def test_a_known_issue_fails_alone_or_the_test_fails_strictly():
 def test_a_known_issue_names_its_verdict_by_kind_and_params_not_by_words():
     """Rewording a verdict (its name, its message) changes no known issue; a kind whose
     name starts the same is another verdict; params narrow it to one of several."""
-    never = v.KnownIssue("counter_never_rises", "smg", "1.13.0", "opens", params={"counter": ["router", "open"]})
+    never = v.KnownIssue(
+        "counter_never_rises", "smg", "1.13.0", "opens", {"after_fault": True}, params={"counter": ["router", "open"]}
+    )
     reworded = _judged("counter_never_rises", v.Status.FAIL, "anything", counter=Metric("router", "open"))
     other = _judged("counter_never_rises", v.Status.PASS, "flat", counter=Metric("decode", "fails"))
     with pytest.raises(v.KnownIssueSeen):
         v.raise_unless_passed([reworded, other], [never])
-    prefix = v.KnownIssue("counter_never", "smg", "1.13.0", "opens")
+    prefix = v.KnownIssue("counter_never", "smg", "1.13.0", "opens", {"after_fault": True})
     with pytest.raises(v.VerdictFailed, match="not judged"):
         v.raise_unless_passed([reworded], [prefix])
 
 
 def test_counter_never_rises():
     check = v.counter_never_rises(Metric("decode", "fails"))
-    flat, rose = History(), History()
+    flat, rose, idle = History(), History(), History()
     series(flat, "decode", "fails", [(0.1, 2), (0.2, 2)])
     series(rose, "decode", "fails", [(0.1, 2), (0.2, 3)])
+    series(idle, "decode", "fails", [(0.1, 2), (0.2, 2)])
+    op(flat, "a", 0.15, 0.3)  # a request it could have failed
     assert status(check, flat) is v.Status.PASS
     assert status(check, rose) is v.Status.FAIL
+    assert status(check, idle) is v.Status.NOT_AT_STAKE  # flat, with no request to fail
 
 
 def test_outcomes_in():
@@ -520,6 +526,7 @@ def test_a_counter_created_at_its_first_increment_rises_from_zero():
     assert status(v.counter_never_rises(Metric("prefill", "num_bootstrap_failed_reqs_total")), h) is v.Status.FAIL
     never = History()  # the engine answered every scrape and never created the counter: no failure
     fault(never, 1.0, 1.5)
+    op(never, "a", 1.0, 2.0, Outcome.CLEAN_ERROR)
     for t in (0.5, 2.0, 9.0):
         never.append(Sample(t, "prefill", {"num_running_reqs": 0.0}))
     assert (
@@ -549,7 +556,7 @@ def test_statuses_in():
     check = statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error")
     assert status(check, refused) is v.Status.PASS
     assert status(check, charged) is v.Status.FAIL and "got 500" in check(charged).message
-    assert status(check, History()) is v.Status.UNKNOWN
+    assert status(check, History()) is v.Status.NOT_AT_STAKE
 
 
 def test_stream_gaps_at_most():
@@ -561,7 +568,7 @@ def test_stream_gaps_at_most():
     check = stream_gaps_at_most(1.5, phase=Phase.FAULT, why="test")
     assert status(check, flowing) is v.Status.PASS
     assert status(check, stalled) is v.Status.FAIL and "3.00s without a chunk" in check(stalled).message
-    assert status(check, History()) is v.Status.UNKNOWN
+    assert status(check, History()) is v.Status.NOT_AT_STAKE
 
 
 def test_ended_as_is_a_premise():
@@ -729,11 +736,11 @@ def test_served_or_refused_and_refused_within():
     served = served_or_refused(429, phase=Phase.FAULT)
     assert status(served, shed) is v.Status.PASS and "1 served, 1 refused" in served(shed).message
     assert status(served, failed) is v.Status.FAIL and "got 503" in served(failed).message
-    assert status(served, History()) is v.Status.UNKNOWN
+    assert status(served, History()) is v.Status.NOT_AT_STAKE
     prompt = refused_within(429, 3.0, phase=Phase.FAULT)
     assert status(prompt, shed) is v.Status.PASS
     assert status(prompt, late) is v.Status.FAIL and "after 9.00s" in prompt(late).message
-    assert status(prompt, failed) is v.Status.UNKNOWN  # nothing was refused with 429: nothing to judge
+    assert status(prompt, failed) is v.Status.NOT_AT_STAKE  # nothing was refused with 429: nothing to judge
 
 
 def test_queued_for_and_gauge_reached():
@@ -763,7 +770,7 @@ def test_prefix_reused_and_conversations_finish():
     assert status(conversations_finish(2, phase=Phase.FAULT), h) is v.Status.PASS  # round 1 answered on its retry
     short = conversations_finish(3, phase=Phase.FAULT)
     assert status(short, h) is v.Status.FAIL and "round(s) [2]" in short(h).message
-    assert status(short, History()) is v.Status.UNKNOWN
+    assert status(short, History()) is v.Status.NOT_AT_STAKE
 
 
 def _doc_verdict() -> dict[str, object]:
@@ -786,7 +793,7 @@ def test_the_documented_new_verdict_runs_and_judges():
     assert status(check, quick) is v.Status.PASS
     judged = check(slow)
     assert judged.status is v.Status.FAIL and judged.evidence.ops == ("a",) and judged.evidence.values["worst_s"] == 2.5
-    assert status(check, none) is v.Status.UNKNOWN
+    assert status(check, none) is v.Status.NOT_AT_STAKE
 
 
 def _finished(h: History, name: str, *, asked: int, got: int, finish: str, ignore_eos: bool = True, stops=False):
@@ -873,21 +880,21 @@ def _streamed_through_a_kill(outcome: Outcome, last_chunk_t: float, action: str 
         ("abort_all", Outcome.OK, 3.0, True),  # decode acknowledged the abort, the stream went on to succeed
         ("abort_all", Outcome.OK, 2.0, False),  # within a scheduler pass of the acknowledgement
         ("abort_all", Outcome.CLEAN_ERROR, 3.0, False),  # ended with finish_reason abort
-        ("freeze", Outcome.OK, 3.0, False),  # a frozen decode ends nothing: not judged (unknown)
+        ("freeze", Outcome.OK, 3.0, False),  # a frozen decode ends nothing: not at stake
     ],
 )
 def test_a_stream_decode_was_serving_does_not_outlive_its_kill(action, outcome, last_chunk_t, hidden):
     judged = v.no_hidden_fault(service="decode")(_streamed_through_a_kill(outcome, last_chunk_t, action))
     if action == "freeze":
-        assert judged.status is v.Status.UNKNOWN
+        assert judged.status is v.Status.NOT_AT_STAKE
         return
     assert judged.status is (v.Status.FAIL if hidden else v.Status.PASS), judged.message
 
 
-def test_no_hidden_fault_without_a_kill_is_unknown():
+def test_no_hidden_fault_without_a_kill_is_not_at_stake():
     h = History()
     op(h, "a", 0, 1.0)
-    assert v.no_hidden_fault(service="decode")(h).status is v.Status.UNKNOWN
+    assert v.no_hidden_fault(service="decode")(h).status is v.Status.NOT_AT_STAKE
 
 
 @pytest.mark.parametrize(
@@ -897,8 +904,8 @@ def test_no_hidden_fault_without_a_kill_is_unknown():
         ("terminate", Outcome.TRUNCATED, 0.2, v.Status.FAIL),  # cut by the SIGTERM
         ("terminate", Outcome.CLEAN_ERROR, 0.2, v.Status.FAIL),  # an error event is still a stream not drained
         ("terminate", Outcome.HUNG_UP, 0.2, v.Status.PASS),  # the client's own hang-up
-        ("terminate", Outcome.CLEAN_ERROR, 1.5, v.Status.PASS),  # begun after the SIGTERM: may be refused
-        ("kill", Outcome.TRUNCATED, 0.2, v.Status.UNKNOWN),  # a SIGKILL drains nothing: not judged
+        ("terminate", Outcome.CLEAN_ERROR, 1.5, v.Status.NOT_AT_STAKE),  # begun after the SIGTERM: may be refused
+        ("kill", Outcome.TRUNCATED, 0.2, v.Status.NOT_AT_STAKE),  # a SIGKILL drains nothing: not judged
     ],
 )
 def test_a_stream_open_at_a_sigterm_finishes(action, outcome, first_byte_t, verdict):
@@ -1001,4 +1008,51 @@ def test_unservable_turned_away():
     assert slow.status is v.Status.FAIL and slow.evidence.ops == ("u1",), slow.message
     assert status(check, sent((1.0, Outcome.OK))) is v.Status.FAIL  # served a prompt over the context
     assert status(check, sent((None, Outcome.OK))) is v.Status.FAIL  # never ended
-    assert status(v.unservable_turned_away(within_s=3.5, workload="background#9"), sent()) is v.Status.UNKNOWN
+    assert status(v.unservable_turned_away(within_s=3.5, workload="background#9"), sent()) is v.Status.NOT_AT_STAKE
+
+
+def _attempt(h: History, t: float, service: str, op_id: str, rid: str, state: str) -> None:
+    h.append(LogEvent(t, service, f"rid={rid} state={state}", op=op_id, fields={"rid": rid, "state": state}))
+
+
+def test_a_success_whose_every_decode_attempt_failed_hides_a_failure():
+    """Decode logged the attempt failing and the client got a 200 all the same: a failure
+    it was never told of; an attempt failed and a retry served is a true success."""
+    hidden, retried, quiet = History(), History(), History()
+    for h in (hidden, retried, quiet):
+        op(h, "a", 0.0, 8.0, phase="fault")
+    _attempt(hidden, 6.0, "decode", "a", "r1", "failed")
+    _attempt(hidden, 7.5, "decode", "a", "r1", "finished")  # what it logged after does not undo the failure
+    _attempt(retried, 6.0, "decode", "a", "r1", "failed")
+    _attempt(retried, 7.5, "decode", "a", "r2", "finished")
+    _attempt(quiet, 7.5, "decode", "a", "r1", "finished")
+    check = v.failures_reach_the_client()
+    judged = check(hidden)
+    assert judged.status is v.Status.FAIL and judged.evidence.ops == ("a",), judged
+    assert judged.evidence.values["service"] == "decode"
+    assert status(check, retried) is v.Status.PASS
+    assert status(check, quiet) is v.Status.NOT_AT_STAKE
+    # the premise that the fault met a request is met by the hidden failure: a finding, not the rig's miss
+    v.require(hidden, v.requests_affected(phase=Phase.FAULT, why="test"))
+    from chaos.errors import PremiseNotMet
+
+    with pytest.raises(PremiseNotMet, match="came too late"):
+        v.require(quiet, v.requests_affected(phase=Phase.FAULT, why="test"))
+
+
+def test_an_unclean_failure_says_what_decode_did_with_each_attempt():
+    """A client timeout behind smg's retries reads "decode: 2 attempts, each waiting timeout
+    after 6s", with the attempts as data: what explore needs to tell the known retry budget
+    from a new find."""
+    h = History()
+    fault(h, 0.5, 30.0)
+    op(h, "a", 0.0, 30.0, Outcome.CLIENT_TIMEOUT, error="ReadTimeout")
+    for t, rid in ((6.0, "r1"), (12.0, "r2")):
+        h.append(LogEvent(t, "decode", _PDSIM_WAITING, op="a", fields={"rid": rid, "state": "failed"}))
+    h.append(LogEvent(12.5, "decode", "rid=r3 state=running", op="a", fields={"rid": "r3", "state": "running"}))
+    judged = v.failed_requests_are_clean()(h)
+    assert judged.status is v.Status.FAIL
+    assert judged.evidence.values["attempts"] == {"a": ["waiting timeout after 6s"] * 2 + ["open"]}
+    assert "decode: 3 attempts, waiting timeout after 6s, waiting timeout after 6s, open" in judged.message
+    outside = v.outcomes_in(set())(h)
+    assert outside.evidence.values["attempts"] == judged.evidence.values["attempts"]

@@ -1,6 +1,7 @@
 """``pdchaos explore``: its options and what it prints. Exit status: 0 when every episode
 was judged and nothing new failed, 1 when an invariant failed that no known issue explains
-(a find), 2 when nothing was found but some episode could not be judged (a rig error)."""
+(a find, or a flaky one: it failed once and in no rerun), 2 when nothing was found but some
+episode could not be judged (a rig error), or too many could not (``chaos.explore.health``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 from chaos.errors import ConfigError
+from chaos.explore.health import unhealthy
 from chaos.explore.run import Budget, Explorer, explore
 from chaos.ports import BASES, ephemeral_overlap
 from chaos.soak import parse_duration
@@ -74,4 +76,4 @@ def run(args: argparse.Namespace) -> int:
     print((out / "explore.md").read_text())
     if finds:
         return 1
-    return 2 if any(ep.state == "rig error" for ep in episodes) else 0
+    return 2 if any(ep.state == "rig error" for ep in episodes) or unhealthy(episodes) else 0

@@ -101,7 +101,7 @@ def judge_universal(
         checks.append(v.decode_gives_prefill_up(held=held))
     if every_heal:
         checks.append(v.recovers_after_each_heal(within_s=scenario.bounds.recovery_s))
-    scenario.judge(*checks)
+    scenario.judge(*checks, by="universal")
 
 
 def settle_universal(scenario: Scenario, bounds: Bounds) -> None:
@@ -115,5 +115,5 @@ def quiet_universal(scenario: Scenario, bounds: Bounds) -> None:
     (``FAILURE_COUNTERS`` flat: queueing is not stuck), and what ``settle_universal``
     judges: service, nothing leaked, and smg charged no worker (a refused request is the
     client's error)."""
-    scenario.judge(*(v.counter_never_rises(c, why="load alone") for c in FAILURE_COUNTERS))
+    scenario.judge(*(v.counter_never_rises(c, why="load alone") for c in FAILURE_COUNTERS), by="universal")
     settle_universal(scenario, bounds)

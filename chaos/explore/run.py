@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection
 
 from chaos.explore.budget import Budget
+from chaos.explore.health import unhealthy
 from chaos.explore.known import Known, known_for
 from chaos.explore.render import function_name, render
 from chaos.explore.schedule import Schedule, generate
@@ -98,6 +99,11 @@ class Find:
     reruns: int
     after_s: float  # from explore's start until the episode that found it ended
 
+    @property
+    def flaky(self) -> bool:
+        """Failed once, and in none of its reruns: reported apart, never as found."""
+        return self.reruns > 0 and self.reproduced == 0
+
 
 def classify(
     schedule: Schedule, result: TestResult | None, caps: Collection[Capability], *, rc: int
@@ -116,7 +122,7 @@ def classify(
         return "found", found, known, str(found[0])
     if known:
         return "known", [], known, f"{known[0][0].kind}: {known[0][1].component} {known[0][1].version}"
-    unsure = result.judged(Status.UNKNOWN)
+    unsure = result.unsure()
     return "inconclusive", [], [], str(unsure[0]) if unsure else result.message[:300]
 
 
@@ -234,7 +240,7 @@ def explore(
 ) -> tuple[list[Episode], list[Find]]:
     """Episodes of ``explorer.seed`` until ``budget`` is spent (or, ``until_found``, the
     first find); each find shrunk (within ``shrink_budget_s``), written as a reproducer and
-    re-run ``reruns`` times. The budget bounds the start of the last batch, sized so that
+    re-run ``reruns`` times (one that fails in none is ``flaky``). The budget bounds the start of the last batch, sized so that
     its episodes end about when the budget does (``_batch_size``); a find's shrinking and
     reruns may run past it."""
     started = time.monotonic()
@@ -276,7 +282,8 @@ def explore(
         find.reproducer = _reproducer(explorer, find)
         finds.append(find)
         say(
-            f"found {target} after {after_s:.0f} s: reproducer {find.reproducer} ({again} of {reruns} reruns fail the same way)"
+            f"{'flaky' if find.flaky else 'found'} {target} after {after_s:.0f} s: reproducer {find.reproducer} "
+            f"({again} of {reruns} reruns fail the same way)"
         )
         if until_found:
             break
@@ -314,10 +321,12 @@ def _write_summary(explorer: Explorer, episodes: list[Episode], finds: list[Find
                 "steps": [len(f.episode.schedule.steps), len(f.shrunk.steps)],
                 "shrink_candidates": f.candidates,
                 "reproduced": f"{f.reproduced}/{f.reruns}",
+                "flaky": f.flaky,
             }
             for f in finds
         ],
         "counts": counts,
+        "unhealthy": unhealthy(episodes),
     }
     (explorer.out / "explore.json").write_text(json.dumps(data, indent=2))
     lines = [
@@ -326,13 +335,22 @@ def _write_summary(explorer: Explorer, episodes: list[Episode], finds: list[Find
         f"{len(episodes)} episodes: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
         "",
     ]
-    if finds:
-        lines += ["| invariant | episode | steps (drawn → shrunk) | reproduced | reproducer |", "|---|---|---|---|---|"]
+    if why := unhealthy(episodes):
+        lines += [f"**Unhealthy run**: {why}.", ""]
+    for title, shown in (
+        ("Found", [f for f in finds if not f.flaky]),
+        ("Flaky (no rerun failed)", [f for f in finds if f.flaky]),
+    ):
+        if not shown:
+            continue
+        lines += [f"## {title}", "", "| invariant | episode | steps (drawn → shrunk) | reproduced | reproducer |"]
+        lines += ["|---|---|---|---|---|"]
         lines += [
             f"| {f.signature} | {f.episode.schedule.episode} | {len(f.episode.schedule.steps)} → {len(f.shrunk.steps)} "
             f"| {f.reproduced}/{f.reruns} | [{f.reproducer.name}]({os.path.relpath(f.reproducer, explorer.out)}) |"
-            for f in finds
+            for f in shown
         ]
-    else:
+        lines.append("")
+    if not finds:
         lines.append("No invariant failed that a known issue does not explain.")
     (explorer.out / "explore.md").write_text("\n".join(lines) + "\n")

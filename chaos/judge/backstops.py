@@ -80,4 +80,4 @@ def backstops_stay_idle(h: History, *, phase: Phase | None = None, workload: str
             backstops=sorted({which for _, which in released}),
             of=logged,
         )
-    return passed(f"the engines' lines about {logged} requests name no backstop", of=logged)
+    return passed(f"the engines' lines about {logged} requests name no backstop", stake=logged, of=logged)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chaos.history import History, Sample
 from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.pipeline import CIRCUIT_FAILURES
 
 __all__ = ["charged_only_where_struck"]
@@ -28,8 +28,16 @@ def charged_only_where_struck(h: History, workers: dict[str, str]) -> Finding:
     aborted, one end of a broken link), never to one no fault touched: a healthy worker
     charged for another's failure, or for a client's error, has its circuit opened for
     nothing (smg #2565, sglang #31206). ``workers``: engine -> smg's URL for it. A counter
-    that falls (smg restarted) counts what it shows after the fall."""
+    that falls (smg restarted) counts what it shows after the fall. At stake: the workers no
+    fault struck; where every worker was struck (a link between the engines implicates
+    both), nothing is."""
     struck = {e for f in h.faults() for e in f.implicates}
+    unstruck = [engine for engine in workers if engine not in struck]
+    if not unstruck:
+        return nothing_at_stake(
+            f"every worker was struck ({', '.join(sorted(workers)) or 'none listed'}): none could be charged wrongly",
+            struck=sorted(struck),
+        )
     shown: list[str] = []
     totals: dict[str, float] = {}
     for engine, worker in workers.items():
@@ -49,4 +57,4 @@ def charged_only_where_struck(h: History, workers: dict[str, str]) -> Finding:
                 struck=sorted(struck),
             )
         shown.append(f"{engine} {totals[engine]:g}{' (struck)' if engine in struck else ''}")
-    return passed("failures charged: " + ", ".join(shown), charged=totals, struck=sorted(struck))
+    return passed("failures charged: " + ", ".join(shown), stake=len(unstruck), charged=totals, struck=sorted(struck))

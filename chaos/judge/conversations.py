@@ -34,4 +34,9 @@ def context_grows(h: History) -> Finding:
                 ops.append(op.invoke.op)
     if bad:
         return failed("; ".join(bad[:5]), ops=ops, shrunk=len(bad))
-    return passed(f"{len(by_agent)} conversations, prompts strictly growing", conversations=len(by_agent))
+    rounds = sum(len(done) - 1 for done in by_agent.values())  # each round after an agent's first could shrink
+    return passed(
+        f"{len(by_agent)} conversations, prompts strictly growing over {rounds} later rounds",
+        stake=rounds,
+        conversations=len(by_agent),
+    )

@@ -64,6 +64,7 @@ def watchdog_fired(
     if hits:
         return passed(
             f"{counter_name} rose {hits[0] - ref:.2f}s after {after}{took}",
+            stake=1,
             at=[ref, hits[0]],
             fired_s=round(hits[0] - ref, 3),
             **figures,
@@ -87,18 +88,27 @@ def _never_label(counter: Metric, why: str, **_: object) -> str:
 
 @verdict(_never_label)
 def counter_never_rises(h: History, counter: Metric, *, why: str = "") -> Finding:
-    """A failure counter stays flat for the whole test: slow was not taken for stuck."""
+    """A failure counter stays flat for the whole test: slow was not taken for stuck. At
+    stake: the requests sent while it was sampled (what could have made it rise)."""
     source, counter_name = counter
     series = h.counter_series(source, counter_name)
     if len(series) < 2:
         return unknown(f"too few samples of {source}:{counter_name}")
     ups = increments(series)
     if ups:
-        ref = h.first_fault_t() or 0.0
+        fault = h.first_fault_t()
+        ref = fault or 0.0
         return failed(
             f"{counter_name} rose {len(ups)} time(s), first {ups[0] - ref:+.2f}s after the fault",
             at=ups,
             rises=len(ups),
             first_s=round(ups[0] - ref, 3),
+            after_fault=fault is not None and ups[0] >= fault,
         )
-    return passed(f"{counter_name} stayed at {series[-1][1]:g}", level=series[-1][1])
+    sent = [o for o in h.ops() if series[0][0] <= o.invoke.t <= series[-1][0]]
+    return passed(
+        f"{counter_name} stayed at {series[-1][1]:g} over {len(sent)} requests",
+        stake=len(sent),
+        level=series[-1][1],
+        requests=len(sent),
+    )

@@ -66,8 +66,11 @@ def no_leak(
             )
         else:
             notes.append(f"{source}:{metric} back to {baseline:g} at +{back - begun:.2f}s")
+    held = sorted(g for g, level in levels.items() if level["back_s"] is None)
     if problems:
-        return failed("; ".join(problems), at=[begun], gauges=levels, bound_s=within_s)
+        return failed("; ".join(problems), at=[begun], gauges=levels, held=held, bound_s=within_s)
     if blind:
         return unknown("; ".join(blind), at=[begun], gauges=levels, bound_s=within_s)
-    return passed("; ".join(notes), at=[begun], gauges=levels, bound_s=within_s)
+    return passed(
+        "; ".join(notes) or "no gauge to judge", stake=len(levels), at=[begun], gauges=levels, bound_s=within_s
+    )

@@ -7,7 +7,7 @@ from typing import Any
 
 from chaos.history import History, Outcome, Phase, Sample
 from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, none_completed
 from chaos.sampler import HEALTH
 
@@ -26,7 +26,7 @@ def health_tells_truth(h: History, service: str, *, phase: Phase) -> Finding:
         return unknown(f"no answer from {service}'s /health was sampled (scenario.watch_health)")
     ops = completed(h, phase)
     if not ops:
-        return unknown(none_completed(phase))
+        return nothing_at_stake(none_completed(phase))
 
     def healthy_at(t: float) -> bool:
         before = [val for ts, val in said if ts <= t]
@@ -47,7 +47,7 @@ def health_tells_truth(h: History, service: str, *, phase: Phase) -> Finding:
             lies=len(lies),
             **figures,
         )
-    return passed(f"{len(ops)} requests, none failed while /health said 200{shown}", **figures)
+    return passed(f"{len(ops)} requests, none failed while /health said 200{shown}", stake=len(ops), **figures)
 
 
 @verdict(lambda service, **_: f"not_ready_before_gone({service})")
@@ -58,7 +58,7 @@ def not_ready_before_gone(h: History, service: str) -> Finding:
     dark (smg #876, three-phase shutdown). Needs ``scenario.watch_health(service)``."""
     begun = h.first_fault_t()
     if begun is None:
-        return unknown("no fault in the history")
+        return nothing_at_stake("no fault in the history")
     probes = [p for p in h.of(Sample) if p.source == HEALTH and p.t >= begun]
     unready = next((p.t for p in probes if p.values.get(service) == 0.0), None)
     gone = next((p.t for p in probes if service not in p.values), None)
@@ -68,7 +68,9 @@ def not_ready_before_gone(h: History, service: str) -> Finding:
     }
     if unready is not None and (gone is None or unready < gone):
         shown = f", no answer from +{gone - begun:.2f}s" if gone is not None else ""
-        return passed(f"readiness answered non-200 from +{unready - begun:.2f}s{shown}", at=[begun, unready], **figures)
+        return passed(
+            f"readiness answered non-200 from +{unready - begun:.2f}s{shown}", stake=1, at=[begun, unready], **figures
+        )
     if gone is not None:
         return failed(
             f"readiness went from 200 to no answer at +{gone - begun:.2f}s, never saying it was not ready",

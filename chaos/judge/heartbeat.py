@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from chaos.history import HEAL_ONCE, History, TriggerFired
 from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, failed, passed
+from chaos.judge.model import Finding, failed, nothing_at_stake, passed
 from chaos.pipeline import PREFILL_LOST
 
 __all__ = ["decode_gives_prefill_up"]
@@ -22,9 +22,11 @@ __all__ = ["decode_gives_prefill_up"]
 def decode_gives_prefill_up(h: History, *, held: int) -> Finding:
     """Each of the ``held`` faults that cut decode from its prefill ended because decode gave
     the prefill up (its heartbeat's line), not because the hold ran out."""
+    if held <= 0:
+        return nothing_at_stake("no fault was held until decode gave its prefill up")
     given_up = [t for t in h.of(TriggerFired) if t.trigger.startswith(HEAL_ONCE) and PREFILL_LOST in t.trigger]
     if len(given_up) >= held:
-        return passed(f"decode gave prefill up in each of {held} held faults", at=[t.t for t in given_up])
+        return passed(f"decode gave prefill up in each of {held} held faults", stake=held, at=[t.t for t in given_up])
     return failed(
         f"{held - len(given_up)} of {held} held faults ran out their hold: decode never logged {PREFILL_LOST!r}",
         at=[t.t for t in given_up],

@@ -5,6 +5,14 @@ parameters, its status and an ``Evidence`` record: the figures it measured, the 
 and the moments it points at. The sentence a person reads is written from those same
 values when the verdict is judged; no reader parses it back. A premise is judged the same
 way but says whether the run did what it meant to (met or unmet), never pass or fail.
+
+A pass must have had something at stake (Jepsen's checkers answer ``:unknown`` otherwise):
+``passed`` takes ``stake``, the count of what could have failed the verdict in its scope (the
+requests it judged, the gauges it read, the workers it could have found charged). A stake
+of 0 is not a pass but ``NOT_AT_STAKE``: the verdict held because its scope was empty. The
+test's own verdicts must each have had something at stake for the test to pass; those the
+kit declares on a test's behalf (``settle``, explore's universal invariants) may be not at
+stake, and the reports say so.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ __all__ = [
     "failed",
     "jsonable",
     "met",
+    "nothing_at_stake",
     "passed",
     "unknown",
     "unmet",
@@ -34,6 +43,7 @@ class Status(enum.Enum):
     FAIL = "fail"
     UNKNOWN = "unknown"  # the history cannot say: never a pass
     UNMET = "unmet"  # a premise the run did not meet: it tested nothing (a rig outcome)
+    NOT_AT_STAKE = "not_at_stake"  # held only because its scope held nothing that could fail it
 
 
 class Role(enum.StrEnum):
@@ -89,8 +99,17 @@ def _finding(status: Status, message: str, ops: Iterable[str], at: Iterable[floa
     return Finding(status, message, Evidence(values, tuple(ops)[:8], tuple(at)[:8]))
 
 
-def passed(message: str, *, ops: Iterable[str] = (), at: Iterable[float] = (), **values: Any) -> Finding:
-    return _finding(Status.PASS, message, ops, at, values)
+def passed(message: str, *, stake: int, ops: Iterable[str] = (), at: Iterable[float] = (), **values: Any) -> Finding:
+    """A pass, resting on ``stake`` things that could have failed it (recorded as the
+    evidence's ``at_stake``); with none, the verdict is not at stake, never a pass."""
+    status = Status.PASS if stake > 0 else Status.NOT_AT_STAKE
+    return _finding(status, message, ops, at, {**values, "at_stake": stake})
+
+
+def nothing_at_stake(message: str, *, ops: Iterable[str] = (), at: Iterable[float] = (), **values: Any) -> Finding:
+    """The verdict's scope held nothing that could have failed it: no request in its phase,
+    no fault whose effect it judges, no worker a fault could have wrongly charged."""
+    return _finding(Status.NOT_AT_STAKE, message, ops, at, {**values, "at_stake": 0})
 
 
 def failed(message: str, *, ops: Iterable[str] = (), at: Iterable[float] = (), **values: Any) -> Finding:
@@ -101,7 +120,9 @@ def unknown(message: str, *, ops: Iterable[str] = (), at: Iterable[float] = (), 
     return _finding(Status.UNKNOWN, message, ops, at, values)
 
 
-met = passed  # a premise that held
+def met(message: str, *, ops: Iterable[str] = (), at: Iterable[float] = (), **values: Any) -> Finding:
+    """A premise that held."""
+    return _finding(Status.PASS, message, ops, at, values)
 
 
 def unmet(message: str, *, ops: Iterable[str] = (), at: Iterable[float] = (), **values: Any) -> Finding:

@@ -49,7 +49,13 @@ def all_within(measured: Sequence[tuple[float, Op]], bound_s: float, *, over: st
             worst_s=worst,
             bound_s=bound_s,
         )
-    return passed(shown.format(n=len(measured), worst=worst), of=len(measured), worst_s=worst, bound_s=bound_s)
+    return passed(
+        shown.format(n=len(measured), worst=worst),
+        stake=len(measured),
+        of=len(measured),
+        worst_s=worst,
+        bound_s=bound_s,
+    )
 
 
 def naming(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.history import Done, History, Outcome, Phase
+from chaos.judge.attempts import met_a_failure
 from chaos.judge.declare import premise
 from chaos.judge.model import Finding, met, unmet
 from chaos.judge.ops import completed, label, naming, none_completed
@@ -30,13 +31,23 @@ def _at_fault(h: History, ops: list[Done]) -> dict[str, Any]:
 
 @premise(lambda phase, **_: f"requests_affected({Phase(phase).value})")
 def requests_affected(h: History, *, phase: Phase, why: str) -> Finding:
-    """Premise: the fault reached at least one request of ``phase`` (one did not succeed).
-    When every request succeeded, the fault landed after they were done, or the system hid
-    it; the evidence says how many were open when it struck."""
+    """Premise: the fault reached at least one request of ``phase``: one did not succeed,
+    or decode logged one of its attempts failing (the system then hid the failure from its
+    client, which ``failures_reach_the_client`` judges: a finding, not the rig's miss). When
+    every request succeeded and none met a failure, the fault landed after they were done;
+    the evidence says how many were open when it struck."""
     ops = completed(h, phase)
     if not ops:
         return unmet(none_completed(phase))
     hit = [o for o in ops if o.outcome is not Outcome.OK]
+    hidden = met_a_failure(h, [o.invoke.op for o in ops if o.outcome is Outcome.OK])
+    if hidden:
+        return met(
+            f"{len(hit)} of {len(ops)} requests failed, {len(hidden)} more met a failure decode logged",
+            ops=[*(o.invoke.op for o in hit), *hidden],
+            hit=len(hit),
+            hidden=len(hidden),
+        )
     if not hit:
         return unmet(
             f"all {len(ops)} requests succeeded: the fault came too late for its premise ({why})",

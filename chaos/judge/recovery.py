@@ -54,6 +54,7 @@ def recovers(h: History, *, within_s: float, ready: Collection[str] = ()) -> Fin
         took = ok[0].complete.t - begun
         return passed(
             f"first success {took:.2f}s after {since}",
+            stake=len(after),
             ops=[ok[0].invoke.op],
             at=[heal, begun],
             recovered_s=round(took, 3),
@@ -101,4 +102,6 @@ def recovers_after_each_heal(h: History, *, within_s: float) -> Finding:
         )
     if silent:
         return unknown(f"no request between {len(silent)} heal(s) and the next fault", at=silent, **figures)
-    return passed(f"each of {len(heals)} heals: first success within {max(took):.2f}s", at=heals, **figures)
+    return passed(
+        f"each of {len(heals)} heals: first success within {max(took):.2f}s", stake=len(heals), at=heals, **figures
+    )

@@ -36,7 +36,7 @@ def replies_match_baseline(h: History, *, baseline_phase: Phase = Phase.BASELINE
             of=len(pairs),
             first_difference_at=[at for _, _, (at, _) in wrong[:8]],
         )
-    return passed(f"{len(pairs)} replies equal the baseline", of=len(pairs))
+    return passed(f"{len(pairs)} replies equal the baseline", stake=len(pairs), of=len(pairs))
 
 
 def _finish_lie(o: Done) -> str:
@@ -80,6 +80,7 @@ def finish_reasons_tell_the_truth(h: History, *, phase: Phase | None = None) -> 
     return passed(
         f"{len(checked)} finish reasons agree with their token counts"
         + (f" ({len(ops) - len(checked)} replies gave no count)" if len(ops) > len(checked) else ""),
+        stake=len(checked),
         of=len(checked),
         unchecked=len(ops) - len(checked),
     )

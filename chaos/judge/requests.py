@@ -7,9 +7,10 @@ from typing import Collection
 
 from chaos.bounds import SCHEDULER_PASS_S
 from chaos.history import ENDS_SERVING, Done, FaultEvent, History, Outcome, Phase, Stage
+from chaos.judge.attempts import in_words, told
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed, phase_tag, scope
 
 __all__ = [
@@ -28,7 +29,7 @@ def every_request_terminal(h: History, *, within_s: float, phase: Phase | None =
     """Every request completed, each within ``within_s`` of its invoke."""
     ops = scope(h, phase)
     if not ops:
-        return unknown("no requests in the history")
+        return nothing_at_stake("no request" + ("" if phase is None else f" of phase {Phase(phase).value!r}"))
     open_ = [o for o in ops if o.complete is None]
     slow = [o for o in completed(h, phase) if o.latency > within_s]
     if open_ or slow:
@@ -42,7 +43,13 @@ def every_request_terminal(h: History, *, within_s: float, phase: Phase | None =
             bound_s=within_s,
         )
     worst = max(o.latency or 0 for o in ops)
-    return passed(f"{len(ops)} requests, slowest {worst:.2f}s", requests=len(ops), slowest_s=worst, bound_s=within_s)
+    return passed(
+        f"{len(ops)} requests, slowest {worst:.2f}s",
+        stake=len(ops),
+        requests=len(ops),
+        slowest_s=worst,
+        bound_s=within_s,
+    )
 
 
 def _clean_label(within_s: float | None, since: Since, phase: Phase | None = None, **_: object) -> str:
@@ -60,24 +67,39 @@ def failed_requests_are_clean(
     """Every request that did not succeed failed cleanly (error status or SSE error/abort),
     and, with ``within_s``, no later than that after ``since`` (or its own invoke, if later).
     A stream its client hung up on purpose (``hung_up``) did not fail: it is not judged here.
+    At stake: the requests judged (each could have failed uncleanly); with ``within_s``, the
+    failures (with none, the bound was never tried: not at stake).
     Nor is a recovery probe (``Phase.PROBE``, unless that phase is asked for): its deadline is
     the rig's own short patience, and its timing out says the stack was not back yet, which
     ``recovers`` judges against the target's bound (seen: a probe right after a control
     link's heal on real SGLang timed out at its 5 s, the next succeeded 6.8 s after the heal)."""
     since = Since(since)
-    ops = [
+    judged = [
         o
         for o in completed(h, phase)
-        if o.outcome not in (Outcome.OK, Outcome.HUNG_UP) and (phase is not None or o.invoke.phase is not Phase.PROBE)
+        if o.outcome is not Outcome.HUNG_UP and (phase is not None or o.invoke.phase is not Phase.PROBE)
     ]
+    ops = [o for o in judged if o.outcome is not Outcome.OK]
     unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
     if unclean:
+        tries = told(h, [o.invoke.op for o in unclean[:8]])
         return naming(
             unclean,
             len(ops),
             "failures were not clean",
-            lambda o: f"{label(o)} ended {o.outcome.value}: {o.complete.error[:120]}",
+            lambda o: (
+                f"{label(o)} ended {o.outcome.value} ({in_words(tries.get(o.invoke.op, []))}): {o.complete.error[:120]}"
+            ),
             outcomes=sorted({o.outcome.value for o in unclean}),
+            first_byte=sorted({o.complete.first_byte_t is not None for o in unclean}),
+            attempts=tries,
+        )
+    if not judged:
+        return nothing_at_stake(none_completed(phase))
+    if within_s is not None and not ops:
+        return nothing_at_stake(
+            f"none of {len(judged)} requests failed: the {within_s:g}s bound on failures was not tried",
+            requests=len(judged),
         )
     if within_s is not None and ops:
         begun = start(h, since)
@@ -94,27 +116,39 @@ def failed_requests_are_clean(
                 failures=len(ops),
                 bound_s=within_s,
             )
-    return passed(f"{len(ops)} failed requests, all clean" if ops else "no request failed", failures=len(ops))
+    return passed(
+        f"{len(ops)} of {len(judged)} requests failed, all clean" if ops else f"none of {len(judged)} requests failed",
+        stake=len(ops) if within_s is not None else len(judged),
+        failures=len(ops),
+        requests=len(judged),
+    )
 
 
 @verdict(lambda allowed, **_: f"outcomes_in(ok, {', '.join(sorted(Outcome(o).value for o in allowed))})")
 def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None) -> Finding:
     """Every request that did not succeed ended in one of ``allowed`` (e.g. a proxy fault
-    may cut streams: truncated is then expected, a hang never is)."""
-    ops = [o for o in completed(h, phase) if o.outcome is not Outcome.OK]
+    may cut streams: truncated is then expected, a hang never is). At stake: every request
+    of the scope (each could have ended otherwise)."""
+    done = completed(h, phase)
+    if not done:
+        return nothing_at_stake(none_completed(phase))
+    ops = [o for o in done if o.outcome is not Outcome.OK]
     bad = [o for o in ops if o.outcome not in allowed]
     if bad:
+        tries = told(h, [o.invoke.op for o in bad[:8]])
         return naming(
             bad,
             len(ops),
             "failures outside the allowed outcomes",
-            lambda o: f"{label(o)} ended {o.outcome.value}",
+            lambda o: f"{label(o)} ended {o.outcome.value} ({in_words(tries.get(o.invoke.op, []))})",
             outcomes=sorted({o.outcome.value for o in bad}),
+            first_byte=sorted({o.complete.first_byte_t is not None for o in bad}),
+            attempts=tries,
         )
     counts: dict[str, int] = {}
     for o in ops:
         counts[o.outcome.value] = counts.get(o.outcome.value, 0) + 1
-    return passed(f"failures: {counts or 'none'}", failures=counts)
+    return passed(f"{len(done)} requests; failures: {counts or 'none'}", stake=len(done), failures=counts)
 
 
 def _disagreement(o: Done) -> str:
@@ -137,11 +171,11 @@ def status_agrees_with_body(h: History, *, phase: Phase | None = None) -> Findin
     success. (A stream's error event after its 200 is how a stream fails: not judged here.)"""
     ops = completed(h, phase)
     if not ops:
-        return unknown(none_completed(phase))
+        return nothing_at_stake(none_completed(phase))
     bad = [o for o in ops if _disagreement(o)]
     if bad:
         return naming(bad, len(ops), "status and body disagree", lambda o: f"{label(o)}: {_disagreement(o)}")
-    return passed(f"{len(ops)} requests' statuses agree with their bodies", of=len(ops))
+    return passed(f"{len(ops)} requests' statuses agree with their bodies", stake=len(ops), of=len(ops))
 
 
 # A process gone ends what it was streaming: a stream it served cannot go on. Bytes already on
@@ -182,7 +216,7 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
     such fault struck."""
     ends = [(f.t, at + ACTS_WITHIN_S.get(f.action, 0.0)) for f, at in _verified(h, ENDS_SERVING, service)]
     if not ends:
-        return unknown(f"no kill, restart or abort of everything on {service} was verified")
+        return nothing_at_stake(f"no kill, restart or abort of everything on {service} was verified")
     struck = [(o, gone) for o in completed(h, None) for begun, gone in ends if _streaming_at(o, begun)]
     hidden = [
         (o, gone) for o, gone in struck if o.outcome is Outcome.OK and any(c.t > gone + in_flight_s for c in o.chunks)
@@ -194,9 +228,13 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
             f"streams open on {service} when it was killed or aborted them went on and succeeded",
             lambda o: f"{label(o)}: bytes until t={max(c.t for c in o.chunks):.2f}s, ended ok",
         )
-    if not struck:  # holds, with nothing at stake: the evidence says so (of=0)
-        return passed(f"no stream had begun on {service} when it was struck", of=0)
-    return passed(f"{len(struck)} streams open on {service} when struck; none went on to succeed", of=len(struck))
+    return passed(
+        f"{len(struck)} streams open on {service} when struck; none went on to succeed"
+        if struck
+        else f"no stream had begun on {service} when it was struck",
+        stake=len(struck),
+        of=len(struck),
+    )
 
 
 @verdict(lambda **_: "sigterm_drains")
@@ -208,16 +246,20 @@ def sigterm_drains(h: History) -> Finding:
     Unknown when no SIGTERM was verified."""
     sent = [f.t for f, _ in _verified(h, ("terminate",))]
     if not sent:
-        return unknown("no SIGTERM was verified")
+        return nothing_at_stake("no SIGTERM was verified")
     open_ = [o for o in completed(h, None) if any(_streaming_at(o, t) for t in sent)]
     cut = [o for o in open_ if o.outcome not in (Outcome.OK, Outcome.HUNG_UP)]
     if cut:
         return naming(
             cut, len(open_), "streams open at a SIGTERM did not finish", lambda o: f"{label(o)} ended {o.outcome.value}"
         )
-    if not open_:
-        return passed("no stream had begun when a SIGTERM came", of=0)
-    return passed(f"{len(open_)} streams open at a SIGTERM, each finished", of=len(open_))
+    return passed(
+        f"{len(open_)} streams open at a SIGTERM, each finished"
+        if open_
+        else "no stream had begun when a SIGTERM came",
+        stake=len(open_),
+        of=len(open_),
+    )
 
 
 @verdict(lambda within_s, workload, **_: f"unservable_turned_away({workload}, within={within_s:g}s)")
@@ -228,7 +270,7 @@ def unservable_turned_away(h: History, *, within_s: float, workload: str) -> Fin
     served (a reply to it was made of a prompt cut short)."""
     ops = [o for o in scope(h, None) if o.invoke.workload == workload]
     if not ops:
-        return unknown(f"no request of workload {workload!r} in the history")
+        return nothing_at_stake(f"no request of workload {workload!r} in the history")
     served = [o for o in ops if o.complete is not None and o.complete.outcome is Outcome.OK]
     late = [o for o in ops if o.complete is None or o.complete.t - o.invoke.t > within_s]
     if served or late:
@@ -248,6 +290,7 @@ def unservable_turned_away(h: History, *, within_s: float, workload: str) -> Fin
     worst = max(o.latency or 0.0 for o in ops)
     return passed(
         f"{len(ops)} unservable requests turned away, the slowest in {worst:.2f}s",
+        stake=len(ops),
         of=len(ops),
         worst_s=worst,
         bound_s=within_s,

@@ -105,12 +105,13 @@ def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int
         "",
         f"seed {seed}; " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())),
         "",
-        "| test | outcome | s | requests | faults | failed verdicts | rerun |",
+        "| test | outcome | s | requests | faults | verdicts not passed | rerun |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         bad = "; ".join(
-            f"{v['status']}: {'premise ' if v.get('role') == 'premise' else ''}{v['name']}"
+            f"{v['status']}{'' if v.get('by', 'test') == 'test' else ' (' + v['by'] + ')'}: "
+            f"{'premise ' if v.get('role') == 'premise' else ''}{v['name']}"
             for v in r["verdicts"]
             if v["status"] != "pass"
         )

@@ -1,0 +1,104 @@
+"""What an engine did with each attempt of a request, by its own log: the attempt (an
+engine request id, one per router try) ended served, or failed. A fault met a request when
+an engine logged one of its attempts failing; a request whose every attempt at decode
+failed cannot have been answered, so a success for it hides the failure from its client
+(a transfer failed and answered 200 anyway: vllm#52234, sglang#30233).
+
+pdsim logs ``state=finished`` or ``state=failed`` as a request leaves; SGLang's ``Finish:``
+line reads ``finished``, or ``aborted`` when its reason is an abort (``chaos.reports.logs``).
+Lines are taken in the order they were captured: SGLang stamps whole seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Collection
+
+from chaos.history import History, LogEvent, Outcome
+from chaos.judge.backstops import backstop_of
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, nothing_at_stake, passed
+from chaos.judge.ops import completed, label, naming
+
+__all__ = ["FAILED", "SERVED", "attempts", "failures_reach_the_client", "in_words", "met_a_failure", "told"]
+
+SERVED = "finished"
+FAILED = frozenset({"failed", "aborted"})
+
+
+def attempts(h: History, service: str, ops: Collection[str]) -> dict[str, dict[str, str]]:
+    """Each op's attempts at ``service``: engine rid -> how it ended (one of ``FAILED``,
+    ``SERVED``, or "" while its log has no end for it). An attempt the engine logged failing
+    failed, whatever it logged after."""
+    out: dict[str, dict[str, str]] = {op: {} for op in ops}
+    for ev in h.of(LogEvent):
+        if ev.service != service or ev.op not in out or not (rid := ev.fields.get("rid")):
+            continue
+        state, before = ev.fields.get("state", ""), out[ev.op].get(rid, "")
+        if before in FAILED:
+            continue
+        out[ev.op][rid] = state if state == SERVED or state in FAILED else before
+    return out
+
+
+def told(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[str]]:
+    """What ``service`` did with each attempt of each op, in words a report shows: served,
+    released by a backstop (``waiting timeout after 6s``, its own line's words), failed,
+    or open (its log has no end for it)."""
+    said: dict[str, dict[str, str]] = {op: {} for op in ops}
+    for ev in h.of(LogEvent):
+        if ev.service != service or ev.op not in said or not (rid := ev.fields.get("rid")):
+            continue
+        before, state = said[ev.op].get(rid, "open"), ev.fields.get("state", "")
+        if before != "open" and before != SERVED:
+            continue  # a failure, once logged, stands
+        if state in FAILED:
+            found = backstop_of(ev.line)
+            said[ev.op][rid] = f"{found[0]} after {found[1]:g}s" if found else "failed"
+        elif state == SERVED:
+            said[ev.op][rid] = "served"
+        else:
+            said[ev.op].setdefault(rid, "open")
+    return {op: list(tries.values()) for op, tries in said.items()}
+
+
+def in_words(tries: list[str], service: str = "decode") -> str:
+    """``told``'s list in a phrase: "decode: 5 attempts, each waiting timeout after 6s"."""
+    if not tries:
+        return f"{service}: no attempt logged"
+    kinds = sorted(set(tries))
+    if len(tries) == 1:
+        return f"{service}: 1 attempt, {kinds[0]}"
+    return f"{service}: {len(tries)} attempts, " + (f"each {kinds[0]}" if len(kinds) == 1 else ", ".join(tries))
+
+
+def met_a_failure(h: History, ops: Collection[str], service: str = "decode") -> list[str]:
+    """The ops one of whose attempts ``service`` logged failing: the fault reached them,
+    whatever the client got."""
+    return sorted(op for op, tries in attempts(h, service, ops).items() if any(e in FAILED for e in tries.values()))
+
+
+@verdict(lambda service="decode", **_: f"failures_reach_the_client({service})")
+def failures_reach_the_client(h: History, *, service: str = "decode") -> Finding:
+    """No request succeeded whose every attempt ``service`` logged failing: the engine that
+    makes the reply failed it each time, so the client's success is a failure it was not
+    told of. At stake: the successful requests with an attempt that failed there (a retry
+    that was served is a true success)."""
+    ok = [o for o in completed(h, None) if o.outcome is Outcome.OK]
+    tries = attempts(h, service, [o.invoke.op for o in ok])
+    struck = [o for o in ok if any(ended in FAILED for ended in tries[o.invoke.op].values())]
+    if not struck:
+        return nothing_at_stake(f"no successful request had an attempt {service} failed", requests=len(ok))
+    hidden = [o for o in struck if all(ended in FAILED for ended in tries[o.invoke.op].values())]
+    if hidden:
+        return naming(
+            hidden,
+            len(struck),
+            f"succeeded though {service} failed every attempt of theirs",
+            lambda o: f"{label(o)}: {service} ended {', '.join(sorted(tries[o.invoke.op].values()))}",
+            service=service,
+        )
+    return passed(
+        f"{len(struck)} successful requests had a failed attempt on {service}, each served by a later one",
+        stake=len(struck),
+        of=len(struck),
+    )
