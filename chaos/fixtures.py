@@ -222,6 +222,7 @@ def known_issues(item: pytest.Item, scenario: Scenario) -> list[KnownIssue]:
                     m.kwargs["behaviour"],
                     m.kwargs["evidence"],
                     m.kwargs.get("params", {}),
+                    m.kwargs.get("strict", True),
                 )
             )
     return out

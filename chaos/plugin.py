@@ -4,7 +4,7 @@
 
 Options live in one ``pdchaos`` group: ``--target`` (see ``chaos.targets.registry``;
 ``attach`` with ``--stack-file`` and ``--allow-destructive``), ``--seed``, ``--port-base``,
-``--stop-at-verdict``, ``--soak`` (the opt-in soak's duration), ``--explore`` (explore's budget) and
+``--stop-at-verdict``, ``--shuffle``, ``--soak`` (the opt-in soak's duration), ``--explore`` (explore's budget) and
 ``--reports-dir``.
 Every stack a session starts is stopped at session end, whatever happened; an attached
 deployment is left as it was found. Each phase of each test runs under the time limit its
@@ -39,7 +39,7 @@ MARKERS = (
     + ", ".join(c.value for c in Capability)
     + "); the test skips with a reason otherwise",
     "smoke: one scenario for each way a target starts a stack and injects a fault (a toxic, a proxy down, kill, restart, freeze, SIGTERM, a client hanging up): `-m smoke` shows in minutes that a target's driver carries every fault; the verdicts are the suites' own",
-    "known_issue(verdict, component=..., version=..., behaviour=..., evidence={...}, params={}, lacking=None): a known upstream behaviour fails the verdict of this kind (with these params; on targets lacking the capability `lacking`, if given), leaving evidence of this shape (chaos.judge.known.evidence_fits): failing alone so it makes the test xfail with its evidence; passing, or failing with other evidence, it fails the test (strict)",
+    "known_issue(verdict, component=..., version=..., behaviour=..., evidence={...}, params={}, lacking=None, strict=True): a known upstream behaviour fails the verdict of this kind (with these params; on targets lacking the capability `lacking`, if given), leaving evidence of this shape (chaos.judge.known.evidence_fits): failing alone so it makes the test xfail with its evidence; failing with other evidence it fails the test; passing, it fails the test (strict) unless strict=False (a race that shows in some runs only)",
 )
 
 
@@ -77,6 +77,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--stop-at-verdict",
         action="store_true",
         help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x",
+    )
+    group.addoption(
+        "--shuffle",
+        action="store_true",
+        help="run the modules, and the tests in each, in an order drawn from --seed: a test may not depend on what ran before it",
     )
     group.addoption(
         "--soak",
@@ -126,6 +131,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(f"--explore: {exc}") from None
     seed = config.getoption("--seed")
+    parallel = getattr(config, "workerinput", None) is not None or bool(getattr(config.option, "numprocesses", None))
+    if config.getoption("--shuffle") and seed is None and parallel:
+        raise pytest.UsageError("--shuffle with xdist needs --seed: every worker must draw the same order")
     config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(1 << 31)
     terminate_as_interrupt()
     reap_orphans()
@@ -150,10 +158,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if missing:
             item.add_marker(pytest.mark.skip(reason="; ".join(choice.missing_reason(c) for c in missing)))
             item.stash[MARKED] = SkipKind.CAPABILITY
+    if config.getoption("--shuffle"):
+        items[:] = shuffled(items, config.stash[SEED])
     if choice.stacks_at_once == 1:
         # one stack at a time (two GPUs): modules with a stack of their own run first, each
         # stack down when its module ends, and the session's stack starts after them
         items.sort(key=lambda item: not _own_stack(item))
+
+
+def shuffled(items: list[pytest.Item], seed: int) -> list[pytest.Item]:
+    """``items`` with their modules in an order drawn from ``seed``, and the tests of each
+    module too; a module's tests stay together, so that a module's own stack starts once.
+    The same seed gives the same order, printed in the header as every seed is."""
+    rng = random.Random(f"pd-chaos shuffle {seed}")
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+    order = list(modules)
+    rng.shuffle(order)
+    out: list[pytest.Item] = []
+    for name in order:
+        tests = modules[name]
+        rng.shuffle(tests)
+        out += tests
+    return out
 
 
 def _own_stack(item: pytest.Item) -> bool:

@@ -55,6 +55,24 @@ def _abort_while_decode_waits(scenario, workload, faults, bounds, service: str) 
     scenario.settle(GAUGES, within_s=bounds.quiet_s)
 
 
+DECODE_ABORT_BEFORE_BOOTSTRAP_UNTOLD = (
+    "decode's abort of a room it has not yet bootstrapped (its receiver pending, or still Bootstrapping: decode "
+    "logs 'Decode handshake failed ... Aborted by AbortReq.') sends prefill no AbortNotification: "
+    "CommonKVReceiver.ensure_abort_notified sends one only once the receiver has its bootstrap_infos. Prefill "
+    "holds the room in its bootstrap queue until its bootstrap timeout releases it. A race: it shows when the "
+    "abort lands before decode bootstrapped a room (real SGLang on CPU, 2026-12-04 and 2026-12-05: 4 of 6 rooms, "
+    "then 1 of 6, released by 'timed out after 3.0s in KVPoll.Bootstrapping'; the other runs none)"
+)
+
+
+@pytest.mark.known_issue(
+    "backstops_stay_idle",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=DECODE_ABORT_BEFORE_BOOTSTRAP_UNTOLD,
+    evidence={"backstops": ["bootstrap timeout"]},
+    strict=False,
+)
 def test_decode_aborting_everything_frees_prefill_by_the_abort_path(scenario, workload, faults, bounds):
     _abort_while_decode_waits(scenario, workload, faults, bounds, "decode")
 

@@ -391,3 +391,33 @@ def test_a_client_timeout_behind_retried_waiting_timeouts_is_smgs_known_retry_bu
     assert known_for(stuck, once, ALL) is None  # one attempt: no retry multiplied anything
     other = _verdict("failed_requests_are_clean", outcomes=["client_timeout"], attempts={"op1": ["open", "open"]})
     assert known_for(stuck, other, ALL) is None  # the attempts were not ended by decode's timeout
+
+
+@pytest.mark.parametrize("cut", sorted(CUT_BY))
+def test_each_cuts_outcomes_need_a_fault_to_cause_them(cut):
+    """For every cut, an outcome it allows passes while the request was open during the
+    fault, and fails once it ended so with no fault to cause it: sent after the heal, or
+    cut short with no byte before the fault ended."""
+    from chaos import verdicts as v
+    from chaos.history import Complete, FaultEvent, History, Invoke, Phase, Stage
+
+    allowed = CUT_BY[cut]
+    check = v.outcomes_in(set(allowed), phase=Phase.FAULT, explained=True)
+    for outcome in sorted(allowed - {Outcome.CLEAN_ERROR, Outcome.HUNG_UP}, key=lambda o: o.value):
+        caused, late, unbegun = History(), History(), History()
+        for h in (caused, late, unbegun):
+            h.append(FaultEvent(1.0, 0.0, "f#1", Stage.INJECT, cut))
+            h.append(FaultEvent(5.0, 0.0, "f#1", Stage.HEALED, cut))
+        for h, (sent, first) in ((caused, (0.5, 0.8)), (late, (6.0, 6.2)), (unbegun, (0.5, None))):
+            h.append(Invoke(sent, 0.0, "a", "/v1/chat/completions", True, phase=Phase.FAULT))
+            h.append(Complete(sent + 3.0, 0.0, "a", outcome, 200, "cut", first_byte_t=first))
+        assert check(caused).status is Status.PASS, (cut, outcome, check(caused).message)
+        assert check(late).status is Status.FAIL, (cut, outcome)
+        assert "open while no fault was" in check(late).message
+        if outcome is Outcome.TRUNCATED:
+            assert check(unbegun).status is Status.FAIL and "no byte before" in check(unbegun).message
+    # a clean error is always a clean end: no fault needed
+    clean = History()
+    clean.append(Invoke(0.0, 0.0, "a", "/v1/chat/completions", True, phase=Phase.FAULT))
+    clean.append(Complete(1.0, 0.0, "a", Outcome.CLEAN_ERROR, 500, "boom"))
+    assert check(clean).status is Status.PASS

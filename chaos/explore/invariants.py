@@ -64,7 +64,8 @@ def judge_universal(
 ) -> None:
     """Every request ends within its client's deadline, with a status its body agrees with;
     every failure is clean (while a fault ``cut`` the client's hop or froze decode, every
-    failure during it ends as one of ``CUT_BY[c]`` for each ``c`` in ``cut`` allows);
+    failure during it ends as one of ``CUT_BY[c]`` for each ``c`` in ``cut`` allows, each
+    unclean one open while a fault was, a truncated one begun before it ended);
     with a baseline (so that some replies succeed), every successful reply equals its
     context's fault-free reply and says truthfully why it ended; with multi-round
     conversations, no turn is dropped; where decode is killed, restarted or aborts everything
@@ -84,7 +85,7 @@ def judge_universal(
     else:
         checks += [
             v.failed_requests_are_clean(phase=Phase.BASELINE),
-            v.outcomes_in(set().union(*(CUT_BY[c] for c in cut)), phase=Phase.FAULT),
+            v.outcomes_in(set().union(*(CUT_BY[c] for c in cut)), phase=Phase.FAULT, explained=True),
             v.failed_requests_are_clean(phase=Phase.AFTER),
         ]
     if baseline:

@@ -124,23 +124,71 @@ def failed_requests_are_clean(
     )
 
 
-@verdict(lambda allowed, **_: f"outcomes_in(ok, {', '.join(sorted(Outcome(o).value for o in allowed))})")
-def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None) -> Finding:
+# What any failure may end as, struck or not: a clean error, or the client's own hang-up
+_ALWAYS = frozenset({Outcome.CLEAN_ERROR, Outcome.HUNG_UP})
+
+
+def _spans(h: History) -> list[tuple[float, float]]:
+    """Each fault's span, from its injection until it was healed (the history's end while
+    it was not)."""
+    end = max((r.t for r in h.records), default=0.0)
+    begun: dict[str, float] = {}
+    spans = []
+    for f in h.of(FaultEvent):
+        if f.stage is Stage.INJECT:
+            begun.setdefault(f.fault, f.t)
+        elif f.stage is Stage.HEALED and f.fault in begun:
+            spans.append((begun.pop(f.fault), f.t))
+    return spans + [(t, end) for t in begun.values()]
+
+
+def _unexplained(o: Done, spans: list[tuple[float, float]]) -> str:
+    """Why no fault explains how ``o`` ended ("" if one does): it was not open while any
+    fault was, or it was cut short (truncated) though no byte of it had come before the
+    fault ended."""
+    during = [(a, b) for a, b in spans if o.invoke.t <= b and o.complete.t >= a]
+    if not during:
+        return "open while no fault was"
+    first = o.complete.first_byte_t
+    if o.outcome is Outcome.TRUNCATED and (first is None or all(first > b for _, b in during)):
+        return "cut short with no byte before the fault ended"
+    return ""
+
+
+def _outcomes_label(allowed: set[Outcome], explained: bool = False, **_: object) -> str:
+    shown = ", ".join(sorted(Outcome(o).value for o in allowed))
+    return f"outcomes_in(ok, {shown}{'; each while struck' if explained else ''})"
+
+
+@verdict(_outcomes_label)
+def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None, explained: bool = False) -> Finding:
     """Every request that did not succeed ended in one of ``allowed`` (e.g. a proxy fault
-    may cut streams: truncated is then expected, a hang never is). At stake: every request
-    of the scope (each could have ended otherwise)."""
+    may cut streams: truncated is then expected, a hang never is). With ``explained``, each
+    that ended otherwise than cleanly had a fault to cause it: it was open while a fault
+    was, and a stream cut short had begun before the fault ended (a request sent once every
+    fault had healed that still timed out is no cut's doing). At stake: every request of the
+    scope (each could have ended otherwise)."""
     done = completed(h, phase)
     if not done:
         return nothing_at_stake(none_completed(phase))
     ops = [o for o in done if o.outcome is not Outcome.OK]
-    bad = [o for o in ops if o.outcome not in allowed]
+    spans = _spans(h) if explained else []
+    bad = [
+        o
+        for o in ops
+        if o.outcome not in allowed or (explained and o.outcome not in _ALWAYS and _unexplained(o, spans))
+    ]
     if bad:
         tries = told(h, [o.invoke.op for o in bad[:8]])
         return naming(
             bad,
             len(ops),
             "failures outside the allowed outcomes",
-            lambda o: f"{label(o)} ended {o.outcome.value} ({in_words(tries.get(o.invoke.op, []))})",
+            lambda o: (
+                f"{label(o)} ended {o.outcome.value}"
+                + (f", {why}" if o.outcome in allowed and (why := _unexplained(o, spans)) else "")
+                + f" ({in_words(tries.get(o.invoke.op, []))})"
+            ),
             outcomes=sorted({o.outcome.value for o in bad}),
             first_byte=sorted({o.complete.first_byte_t is not None for o in bad}),
             attempts=tries,
