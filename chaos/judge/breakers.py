@@ -38,23 +38,25 @@ def charged_only_where_struck(h: History, workers: dict[str, str]) -> Finding:
             f"every worker was struck ({', '.join(sorted(workers)) or 'none listed'}): none could be charged wrongly",
             struck=sorted(struck),
         )
-    shown: list[str] = []
     totals: dict[str, float] = {}
+    moments: dict[str, list[float]] = {}
     for engine, worker in workers.items():
         series = _charges(h, worker)
         if len(series) < 2:
             return unknown(f"smg listed no breaker outcomes of {engine} ({worker}) in two samples")
         charged = [(t, b - a if b >= a else b) for (_, a), (t, b) in zip(series, series[1:]) if b != a]
-        totals[engine] = sum(n for _, n in charged)
-        if totals[engine] and engine not in struck:
-            ref = h.first_fault_t() or 0.0
-            return failed(
-                f"smg charged {totals[engine]:g} failure(s) to {engine}'s breaker, which no fault struck, first "
-                f"{charged[0][0] - ref:+.2f}s after the fault (struck: {', '.join(sorted(struck)) or 'no engine'})",
-                at=[t for t, _ in charged],
-                charged=totals,
-                unstruck=engine,
-                struck=sorted(struck),
-            )
-        shown.append(f"{engine} {totals[engine]:g}{' (struck)' if engine in struck else ''}")
+        totals[engine], moments[engine] = sum(n for _, n in charged), [t for t, _ in charged]
+    wrong = next((engine for engine in unstruck if totals[engine]), None)
+    if wrong is not None:  # every worker's charges in the evidence: whether the struck one was charged too
+        ref = h.first_fault_t() or 0.0
+        return failed(
+            f"smg charged {totals[wrong]:g} failure(s) to {wrong}'s breaker, which no fault struck, first "
+            f"{moments[wrong][0] - ref:+.2f}s after the fault (struck: {', '.join(sorted(struck)) or 'no engine'}; "
+            f"charged: {', '.join(f'{e} {n:g}' for e, n in totals.items())})",
+            at=moments[wrong],
+            charged=totals,
+            unstruck=wrong,
+            struck=sorted(struck),
+        )
+    shown = [f"{engine} {totals[engine]:g}{' (struck)' if engine in struck else ''}" for engine in workers]
     return passed("failures charged: " + ", ".join(shown), stake=len(unstruck), charged=totals, struck=sorted(struck))
