@@ -421,3 +421,16 @@ def test_each_cuts_outcomes_need_a_fault_to_cause_them(cut):
     clean.append(Invoke(0.0, 0.0, "a", "/v1/chat/completions", True, phase=Phase.FAULT))
     clean.append(Complete(1.0, 0.0, "a", Outcome.CLEAN_ERROR, 500, "boom"))
     assert check(clean).status is Status.PASS
+
+
+def test_a_fault_never_healed_explains_what_it_met_until_the_history_ends():
+    from chaos import verdicts as v
+    from chaos.history import Complete, FaultEvent, History, Invoke, Phase, Stage
+
+    check = v.outcomes_in({Outcome.CLIENT_TIMEOUT}, phase=Phase.FAULT, explained=True)
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "f#1", Stage.INJECT, "freeze decode"))
+    h.append(FaultEvent(1.5, 0.0, "f#2", Stage.HEALED, "a heal of no fault injected here"))
+    h.append(Invoke(8.0, 0.0, "a", "/v1/chat/completions", True, phase=Phase.FAULT))
+    h.append(Complete(9.0, 0.0, "a", Outcome.CLIENT_TIMEOUT, None, "timeout"))
+    assert check(h).status is Status.PASS, check(h).message  # still frozen when it was sent

@@ -1072,3 +1072,98 @@ def test_a_known_race_xfails_where_it_shows_and_passes_where_it_does_not():
     v.raise_unless_passed([idle], [race])  # not shown: a pass, not an XPASS(strict)
     with pytest.raises(v.VerdictFailed, match="not the known issue's evidence"):
         v.raise_unless_passed([other], [race])
+
+
+@pytest.mark.parametrize(
+    ("shape", "values", "fits"),
+    [
+        ({"outcomes": ["client_timeout"]}, {"outcomes": ["client_timeout"]}, True),
+        ({"outcomes": ["client_timeout"]}, {"outcomes": ["client_timeout", "truncated"]}, False),
+        ({"outcomes": ["client_timeout"]}, {"outcomes": []}, False),  # nothing failed: not the issue's evidence
+        ({"outcomes": ["client_timeout"]}, {"outcomes": "client_timeout"}, True),  # one category, not a list
+        ({"outcomes": ["client_timeout"]}, {"statuses": ["client_timeout"]}, False),  # another key
+        ({"first_byte": [False]}, {"first_byte": [False, True]}, False),
+        ({"worst_s": {"between": [5.0, 16.0]}}, {"worst_s": 5.0}, True),  # closed at both ends
+        ({"worst_s": {"between": [5.0, 16.0]}}, {"worst_s": 16.0}, True),
+        ({"worst_s": {"between": [5.0, 16.0]}}, {"worst_s": 4.99}, False),
+        ({"worst_s": {"between": [5.0, 16.0]}}, {"worst_s": 16.01}, False),
+        ({"worst_s": {"between": [5.0, 16.0]}}, {"worst_s": "5.5"}, False),  # not a number
+        ({"worst_s": {"between": [5.0, 16.0]}}, {"worst_s": {"between": [5.0, 16.0]}}, False),
+        ({"unstruck": "prefill"}, {"unstruck": "prefill", "charged": {"prefill": 3}}, True),
+        ({"unstruck": "prefill"}, {"unstruck": "decode"}, False),
+        ({"after_fault": True}, {"after_fault": False}, False),
+        ({"unstruck": "prefill", "struck": ["decode"]}, {"unstruck": "prefill", "struck": ["prefill"]}, False),
+    ],
+)
+def test_a_known_issues_evidence_shape(shape, values, fits):
+    assert v.KnownIssue("k", "c", "1", "b", shape).evidence == shape
+    from chaos.judge.known import evidence_fits
+
+    assert evidence_fits(shape, values) is fits
+
+
+def test_a_known_issue_without_evidence_is_refused():
+    with pytest.raises(TypeError, match="declares no evidence"):
+        v.KnownIssue("no_leak", "SGLang", "0.5.23", "holds", {})
+
+
+def test_a_bound_over_measures_names_each_figure():
+    h = History()
+    op(h, "a", 0.0, 1.0, phase="fault")
+    op(h, "b", 0.0, 3.0, phase="fault")
+    for name, gap in (("a", 0.5), ("b", 2.0)):
+        for t in (0.2, 0.2 + gap):
+            h.append(Chunk(t, name, 10))
+    over = stream_gaps_at_most(2.0, phase=Phase.FAULT, why="t")(h)  # 2.0 is within: the bound is closed
+    assert over.status is v.Status.PASS
+    assert over.evidence.values == {"of": 2, "worst_s": 2.0, "bound_s": 2.0, "at_stake": 2}, over.evidence
+    assert over.message == "2 streams, longest gap 2.00s"
+    late = stream_gaps_at_most(1.0, phase=Phase.FAULT, why="t")(h)
+    assert late.status is v.Status.FAIL and late.evidence.ops == ("b",)
+    assert late.evidence.values == {"over": 1, "of": 2, "worst_s": 2.0, "bound_s": 1.0}, late.evidence
+    assert late.message.startswith("1 of 2 streams stalled: b (/v1/chat/completions, t=0.00s): 2.00s without")
+
+
+def test_what_decode_did_with_each_attempt():
+    from chaos.judge.attempts import attempts, in_words, told
+
+    h = History()
+    for t, rid, state, line in (
+        (1.0, "r1", "received", "rid=r1 state=received"),
+        (2.0, "r1", "failed", _PDSIM_WAITING),
+        (2.5, "r1", "finished", "rid=r1 state=finished"),  # a failure, once logged, stands
+        (3.0, "r2", "failed", "rid=r2 state=failed error=Aborted"),
+        (4.0, "r3", "finished", "rid=r3 state=finished"),
+        (4.5, "r4", "running", "rid=r4 state=running"),
+    ):
+        h.append(LogEvent(t, "decode", line, op="a", fields={"rid": rid, "state": state}))
+    h.append(LogEvent(1.0, "prefill", "rid=p1 state=failed", op="a", fields={"rid": "p1", "state": "failed"}))
+    h.append(LogEvent(1.0, "decode", "rid=x state=failed", op="other", fields={"rid": "x", "state": "failed"}))
+    h.append(LogEvent(1.0, "decode", "no rid", op="a", fields={"state": "failed"}))
+    assert attempts(h, "decode", ["a"]) == {"a": {"r1": "failed", "r2": "failed", "r3": "finished", "r4": ""}}
+    assert told(h, ["a"]) == {"a": ["waiting timeout after 6s", "failed", "served", "open"]}
+    assert told(h, ["a"], "prefill") == {"a": ["failed"]}
+    assert in_words(["served"]) == "decode: 1 attempt, served"
+    assert in_words([]) == "decode: no attempt logged"
+    assert in_words(["failed", "failed"], "prefill") == "prefill: 2 attempts, each failed"
+    assert in_words(["failed", "served"]) == "decode: 2 attempts, failed, served"
+
+
+def test_an_unmet_premise_keeps_when_the_fault_struck_and_what_it_met():
+    from chaos.errors import PremiseNotMet
+
+    h = History()
+    fault(h, 2.0, 3.0)
+    op(h, "open", 1.0, 2.5, phase="fault")  # open when it struck, and it succeeded
+    op(h, "done", 0.0, 1.5, phase="fault")  # done before
+    op(h, "edge", 2.0, 2.2, phase="fault")  # sent at the very moment: not open before it
+    judged = v.requests_affected(phase=Phase.FAULT, why="t")(h)
+    assert judged.status is v.Status.UNMET
+    assert judged.evidence.values == {
+        "requests": 3,
+        "fault_at": 2.0,
+        "open_at_fault": 1,
+        "open_at_fault_ended": ["ok"],
+    }, judged.evidence
+    with pytest.raises(PremiseNotMet):
+        v.require(h, v.requests_affected(phase=Phase.FAULT, why="t"))

@@ -22,9 +22,13 @@ from typing import Any, Callable, Concatenate, Iterable, ParamSpec
 from chaos.history import History
 from chaos.judge.model import Finding, Role, Verdict
 
-__all__ = ["Check", "Window", "premise", "verdict"]
+__all__ = ["DECLARED", "Check", "Window", "premise", "verdict"]
 
 P = ParamSpec("P")
+
+# Every verdict and premise declared so far, by kind: its role and the module that declares
+# it; what a test walks to hold each one to the same rules (tests/test_at_stake.py)
+DECLARED: dict[str, tuple[Role, str]] = {}
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ def verdict(
             sources = () if window is None else tuple(dict.fromkeys(window.sources(**params)))
             return Check(judge.__name__, label(**params), params, judged, role, closes, sources)
 
+        DECLARED[judge.__name__] = (role, judge.__module__ or "")
         return make
 
     return declare
