@@ -64,6 +64,15 @@ class Bounds:
         slack. Past that, the refusal is waiting on something else."""
         return self.slack_s + self.forward_s
 
+    def heartbeat_no_sooner_s(self, each_miss_s: float) -> float:
+        """The soonest decode's heartbeat may give a prefill up after it became unreachable:
+        ``heartbeat_max_failure`` misses in a row, the wait of an interval between two (SGLang
+        floors it at 2 s), each miss taking ``each_miss_s`` to fail (a read timeout behind a
+        blackholed link or a frozen prefill, ``chaos.stack.HEARTBEAT_READ_S``; 0 where the
+        connection is refused at once). Sooner, it gave up on fewer misses than it is set to."""
+        misses = max(self.heartbeat_max_failure, 1)
+        return (misses - 1) * max(self.heartbeat_interval_s, 2.0) + misses * each_miss_s
+
     def patient(self, *, stall_s: float | None = None) -> Deadlines:
         """A client that waits as long as the router does (smg's request timeout, for the
         first byte and the whole request), and lets a stream pause up to ``stall_s`` (by

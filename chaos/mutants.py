@@ -93,6 +93,7 @@ KILLERS: dict[str, Killer] = {
     "kv_socket_leak": Killer("suites/test_soak.py", "does_not_grow", SOAK_ARGS),
     "failed_room_pinned": Killer("suites/test_retry_amplification.py", "no_leak"),
     "failed_transfer_answered_ok": Killer("suites/test_kv_link.py", "failures_reach_the_client"),
+    "heartbeat_gives_up_at_first_miss": Killer("suites/test_control_link_heal.py", "decode_gives_prefill_up"),
     "decode_prefix_kv_misplaced": Killer("suites/test_decode_radix_cache.py", "replies_match_baseline"),
     "waiting_clock_from_arrival": Killer(
         "suites/test_overload.py::test_queued_requests_are_served_not_timed_out",

@@ -252,7 +252,8 @@ class DecodeEngine(Engine):
                     failures[addr] = 0
                     continue
                 failures[addr] = failures.get(addr, 0) + 1
-                if failures[addr] >= self.cfg.heartbeat_max_failure:
+                misses = 1 if self.cfg.has(Defect.HEARTBEAT_GIVES_UP_AT_FIRST_MISS) else self.cfg.heartbeat_max_failure
+                if failures[addr] >= misses:
                     failures[addr] = 0
                     reason = f"Lost connection with prefill instance (bootstrap_addr: {addr})"
                     link = self.links.get(addr)

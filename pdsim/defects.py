@@ -38,6 +38,7 @@ class Defect(enum.Enum):
     DECODE_PREFIX_KV_MISPLACED = "decode_prefix_kv_misplaced"
     STALE_DECODE_REGISTRATION = "stale_decode_registration"
     FAILED_TRANSFER_ANSWERED_OK = "failed_transfer_answered_ok"
+    HEARTBEAT_GIVES_UP_AT_FIRST_MISS = "heartbeat_gives_up_at_first_miss"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -1167,3 +1167,39 @@ def test_an_unmet_premise_keeps_when_the_fault_struck_and_what_it_met():
     }, judged.evidence
     with pytest.raises(PremiseNotMet):
         v.require(h, v.requests_affected(phase=Phase.FAULT, why="t"))
+
+
+def test_decode_gives_a_prefill_up_within_both_sides_of_its_window():
+    """A held fault healed by decode's line passes no sooner than its misses allow; sooner,
+    the heartbeat gave up on fewer misses than it is set to; never, the hold ran out."""
+    from chaos.history import HEAL_ONCE
+    from chaos.pipeline import PREFILL_LOST
+
+    def held(given_up_at: float | None) -> History:
+        h = History()
+        h.append(FaultEvent(1.0, 0.0, "bh#1", Stage.INJECT, "blackhole bootstrap"))
+        if given_up_at is not None:
+            h.append(TriggerFired(given_up_at, f"{HEAL_ONCE} log decode: {PREFILL_LOST}", "seen"))
+        h.append(FaultEvent((given_up_at or 12.0) + 0.1, 0.0, "bh#1", Stage.HEALED, "blackhole bootstrap"))
+        return h
+
+    check = v.decode_gives_prefill_up(held=1, no_sooner_s=8.0)
+    on_time = check(held(9.5))
+    assert on_time.status is v.Status.PASS and on_time.evidence.values["given_up_s"] == [8.5], on_time
+    early = check(held(5.0))
+    assert early.status is v.Status.FAIL and early.evidence.values == {"given_up_s": [4.0], "no_sooner_s": 8.0}
+    never = check(held(None))
+    assert never.status is v.Status.FAIL and never.evidence.values == {"held": 1, "given_up": 0}
+    assert v.decode_gives_prefill_up(held=1)(held(5.0)).status is v.Status.PASS  # no lower bound asked
+
+
+def test_the_heartbeats_soonest_give_up_counts_its_misses():
+    from dataclasses import replace
+
+    from chaos.bounds import Bounds
+
+    b = Bounds(3, 6, 10, 10, 2.0, 2, 1, 30, 5, 1.5, 2, 10, 5)
+    assert b.heartbeat_no_sooner_s(3.0) == 2.0 + 2 * 3.0  # one wait between two misses, each a read timeout
+    assert b.heartbeat_no_sooner_s(0.0) == 2.0
+    assert replace(b, heartbeat_interval_s=0.5).heartbeat_no_sooner_s(0.0) == 2.0  # SGLang floors the interval
+    assert replace(b, heartbeat_max_failure=3).heartbeat_no_sooner_s(1.0) == 4.0 + 3.0
