@@ -83,6 +83,10 @@ def test_decode_aborting_everything_frees_prefill_by_the_abort_path(scenario, wo
     version="0.5.23",
     behaviour=PREFILL_ABORT_UNTOLD,
     evidence={"backstops": ["waiting timeout"]},
+    # a race on real SGLang since the prompts grew to 3000 words: shown only where decode had
+    # sent its metadata (it waits for the KV) when prefill aborted; CI 2026-12-05 saw a run in
+    # which the engines' lines about the 6 requests named no backstop
+    strict=False,
 )
 def test_prefill_aborting_everything_frees_decode_by_the_abort_path(scenario, workload, faults, bounds):
     _abort_while_decode_waits(scenario, workload, faults, bounds, "prefill")
