@@ -27,7 +27,7 @@ from typing import Iterable, Mapping
 
 from chaos.history import Complete, FaultEvent, Invoke, Phase, Stage
 
-__all__ = ["derive"]
+__all__ = ["derive", "fault_spans"]
 
 _ENDS = (Stage.HEALED, Stage.HEAL_VERIFIED, Stage.HEAL_FAILED)
 
@@ -41,15 +41,19 @@ class _Span:
         return self.start <= other.end and other.start <= self.end
 
 
-def _fault_spans(faults: Iterable[FaultEvent]) -> list[_Span]:
+def fault_spans(faults: Iterable[FaultEvent], ends: Iterable[Stage] = _ENDS) -> list[tuple[float, float]]:
+    """Each fault's span: from its ``inject`` to its last event of the ``ends`` stages
+    (any heal event, for a phase; a verdict that asks when the fault was gone takes
+    ``healed`` alone), ``math.inf`` while it has none."""
+    closing = frozenset(ends)
     starts: dict[str, float] = {}
-    ends: dict[str, float] = {}
+    last: dict[str, float] = {}
     for f in faults:
         if f.stage is Stage.INJECT:
             starts.setdefault(f.fault, f.t)
-        elif f.stage in _ENDS:
-            ends[f.fault] = max(ends.get(f.fault, f.t), f.t)
-    return [_Span(t, ends.get(fid, math.inf)) for fid, t in starts.items()]
+        elif f.stage in closing:
+            last[f.fault] = max(last.get(f.fault, f.t), f.t)
+    return [(t, last.get(fid, math.inf)) for fid, t in starts.items()]
 
 
 def _phase(span: _Span, faults: list[_Span]) -> Phase:
@@ -63,7 +67,7 @@ def derive(
 ) -> dict[str, Phase]:
     """Each op's phase: the one its sender stated, or its workload's, by the rule above.
     Ops without a workload id are each a workload of their own."""
-    spans = _fault_spans(faults)
+    spans = [_Span(start, end) for start, end in fault_spans(faults)]
     stated: dict[str, Phase] = {}
     groups: dict[str, list[str]] = {}
     bounds: dict[str, _Span] = {}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from chaos.judge.known import holds
 from chaos.judge.model import Evidence, Role, Status
 
 __all__ = ["JudgedVerdict", "TestResult", "load_results"]
@@ -71,8 +72,7 @@ class TestResult:
     def unsure(self) -> list[JudgedVerdict]:
         """Verdicts that kept the test from passing without failing: unknown, or the
         test's own not at stake (the kit's may be: ``chaos.judge.known.holds``)."""
-        idle = [v for v in self.judged(Status.NOT_AT_STAKE) if v.by == "test"]
-        return [*self.judged(Status.UNKNOWN), *idle]
+        return [*self.judged(Status.UNKNOWN), *(v for v in self.judged(Status.NOT_AT_STAKE) if not holds(v))]
 
     def judged_not_passed(self) -> list[JudgedVerdict]:
         """Premises unmet, then verdicts failed, then unknown or not at stake: what a

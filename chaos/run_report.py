@@ -103,7 +103,8 @@ def _where(excinfo: pytest.ExceptionInfo[BaseException] | None) -> str:
     suite's, a test file's): the wait or the step that raised it."""
     if excinfo is None:
         return "where unknown"
-    libraries = (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
+    paths = sysconfig.get_paths()
+    libraries = (paths["stdlib"], paths["purelib"], paths["platlib"])
     ours = [entry for entry in excinfo.traceback if not str(entry.path).startswith(libraries)]
     entry = (ours or list(excinfo.traceback))[-1]
     return f"in {entry.name} at {Path(str(entry.path)).name}:{entry.lineno + 1}"

@@ -25,40 +25,49 @@ SERVED = "finished"
 FAILED = frozenset({"failed", "aborted"})
 
 
-def attempts(h: History, service: str, ops: Collection[str]) -> dict[str, dict[str, str]]:
-    """Each op's attempts at ``service``: engine rid -> how it ended (one of ``FAILED``,
-    ``SERVED``, or "" while its log has no end for it). An attempt the engine logged failing
-    failed, whatever it logged after."""
-    out: dict[str, dict[str, str]] = {op: {} for op in ops}
+def _ends(h: History, service: str, ops: Collection[str]) -> dict[str, dict[str, LogEvent | None]]:
+    """Each op's attempts at ``service``: engine rid -> the line that ended it (its first
+    failing line, since a failure, once logged, stands whatever the engine logged after;
+    else its served line), or None while its log has no end for it."""
+    out: dict[str, dict[str, LogEvent | None]] = {op: {} for op in ops}
     for ev in h.of(LogEvent):
         if ev.service != service or ev.op not in out or not (rid := ev.fields.get("rid")):
             continue
-        state, before = ev.fields.get("state", ""), out[ev.op].get(rid, "")
-        if before in FAILED:
+        before = out[ev.op].get(rid)
+        if before is not None and before.fields.get("state") in FAILED:
             continue
-        out[ev.op][rid] = state if state == SERVED or state in FAILED else before
+        state = ev.fields.get("state", "")
+        if state == SERVED or state in FAILED:
+            out[ev.op][rid] = ev
+        else:
+            out[ev.op].setdefault(rid, None)
     return out
+
+
+def attempts(h: History, service: str, ops: Collection[str]) -> dict[str, dict[str, str]]:
+    """Each op's attempts at ``service``: engine rid -> how it ended (one of ``FAILED``,
+    ``SERVED``, or "" while its log has no end for it)."""
+    return {
+        op: {rid: "" if ev is None else ev.fields["state"] for rid, ev in tries.items()}
+        for op, tries in _ends(h, service, ops).items()
+    }
+
+
+def _said(ev: LogEvent | None) -> str:
+    """One attempt's end in words: served, released by a backstop (its own line's words),
+    failed, or open."""
+    if ev is None:
+        return "open"
+    if ev.fields["state"] == SERVED:
+        return "served"
+    found = backstop_of(ev.line)
+    return f"{found[0]} after {found[1]:g}s" if found else "failed"
 
 
 def told(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[str]]:
     """What ``service`` did with each attempt of each op, in words a report shows: served,
-    released by a backstop (``waiting timeout after 6s``, its own line's words), failed,
-    or open (its log has no end for it)."""
-    said: dict[str, dict[str, str]] = {op: {} for op in ops}
-    for ev in h.of(LogEvent):
-        if ev.service != service or ev.op not in said or not (rid := ev.fields.get("rid")):
-            continue
-        before, state = said[ev.op].get(rid, "open"), ev.fields.get("state", "")
-        if before != "open" and before != SERVED:
-            continue  # a failure, once logged, stands
-        if state in FAILED:
-            found = backstop_of(ev.line)
-            said[ev.op][rid] = f"{found[0]} after {found[1]:g}s" if found else "failed"
-        elif state == SERVED:
-            said[ev.op][rid] = "served"
-        else:
-            said[ev.op].setdefault(rid, "open")
-    return {op: list(tries.values()) for op, tries in said.items()}
+    released by a backstop (``waiting timeout after 6s``), failed, or open."""
+    return {op: [_said(ev) for ev in tries.values()] for op, tries in _ends(h, service, ops).items()}
 
 
 def in_words(tries: list[str], service: str = "decode") -> str:

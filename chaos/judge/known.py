@@ -22,7 +22,7 @@ be not at stake, and are shown as such.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from chaos.judge.model import Role, Status, Verdict
 
@@ -122,8 +122,17 @@ class KnownIssueSeen(Exception):
         self.seen = seen
 
 
-def holds(v: Verdict) -> bool:
-    """Whether ``v`` lets its test pass: it passed, or it is the kit's and not at stake."""
+class _Judged(Protocol):
+    @property
+    def status(self) -> Status: ...
+
+    @property
+    def by(self) -> str: ...
+
+
+def holds(v: _Judged) -> bool:
+    """Whether ``v`` (a verdict judged now, or read back from a result) lets its test pass:
+    it passed, or it is the kit's and not at stake."""
     return v.status is Status.PASS or (v.status is Status.NOT_AT_STAKE and v.by != "test")
 
 

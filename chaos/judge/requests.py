@@ -12,6 +12,7 @@ from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed, phase_tag, scope
+from chaos.phases import fault_spans
 
 __all__ = [
     "every_request_terminal",
@@ -128,20 +129,6 @@ def failed_requests_are_clean(
 _ALWAYS = frozenset({Outcome.CLEAN_ERROR, Outcome.HUNG_UP})
 
 
-def _spans(h: History) -> list[tuple[float, float]]:
-    """Each fault's span, from its injection until it was healed (the history's end while
-    it was not)."""
-    end = max((r.t for r in h.records), default=0.0)
-    begun: dict[str, float] = {}
-    spans = []
-    for f in h.of(FaultEvent):
-        if f.stage is Stage.INJECT:
-            begun.setdefault(f.fault, f.t)
-        elif f.stage is Stage.HEALED and f.fault in begun:
-            spans.append((begun.pop(f.fault), f.t))
-    return spans + [(t, end) for t in begun.values()]
-
-
 def _unexplained(o: Done, spans: list[tuple[float, float]]) -> str:
     """Why no fault explains how ``o`` ended ("" if one does): it was not open while any
     fault was, or it was cut short (truncated) though no byte of it had come before the
@@ -172,7 +159,8 @@ def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None
     if not done:
         return nothing_at_stake(none_completed(phase))
     ops = [o for o in done if o.outcome is not Outcome.OK]
-    spans = _spans(h) if explained else []
+    # healed, a fault is gone: its span ends there (a phase runs on to its last heal event)
+    spans = fault_spans(h.faults(), ends=(Stage.HEALED,)) if explained else []
     bad = [
         o
         for o in ops
