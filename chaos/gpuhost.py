@@ -28,14 +28,18 @@ from chaos.targets.registry import GPU_DEFAULT_MODEL
 __all__ = ["Check", "DEFAULT_IMAGES", "Host", "LocalHost", "check_host"]
 
 OK, MISSING, WARNING = "ok", "missing", "warning"
-DEFAULT_IMAGES = {  # compose/gpu.yaml and compose/stack.yaml's defaults
-    "SGLANG_IMAGE": "lmsysorg/sglang:v0.5.23-cu129",
+DEFAULT_IMAGES = {  # compose/gpu.yaml and compose/stack.yaml's defaults (tests/test_gpu_host.py)
+    "SGLANG_IMAGE": "lmsysorg/sglang:v0.5.23-cu130",
     "SMG_IMAGE": "lightseekorg/smg:1.13.0",
     "TOXIPROXY_IMAGE": "ghcr.io/shopify/toxiproxy:2.12.0",
 }
 # The oldest Linux driver of each CUDA release (NVIDIA's CUDA toolkit release notes, table 3).
 # An older driver may still run the image through CUDA's minor-version compatibility, or not.
 CUDA_DRIVER = {"12.6": (560, 28), "12.8": (570, 26), "12.9": (575, 51), "13.0": (580, 65)}
+COMPOSE_MIN = (2, 23, 1)  # inline `configs.content` (compose/stack.yaml's Toxiproxy config)
+# What an engine needs of its GPU beyond the weights inside --mem-fraction-static: a KV pool
+# worth serving from (SGLang refuses to start without room for one)
+KV_MIN_GB = 1.0
 DOCKER_ROOT_FREE_GB = 20.0  # an SGLang image is 15-25 GB
 CACHE_FREE_GB = 5.0  # SGLang's compiled kernels, reports and engine logs
 BUSY_GPU_MIB = 1024  # memory another process holds on a pool GPU before the engines start
@@ -133,12 +137,31 @@ def _gpus(host: Host, pool: GpuPool) -> list[Check]:
     return checks
 
 
+_TAG_CUDA = re.compile(r"-cu(\d\d)(\d)\b")  # lmsysorg/sglang's -cu129, -cu130 (a digest may follow)
+
+
+def cuda_major_of_tag(image: str) -> int | None:
+    """The CUDA major an image's tag names (``v0.5.23-cu130`` is 13), or None."""
+    m = _TAG_CUDA.search(image)
+    return int(m.group(1)) if m else None
+
+
+def wheel_cuda_major(requires: list[str]) -> int | None:
+    """The CUDA major an SGLang wheel is built against, from its requirements: ``cuda-python``'s
+    lower bound, else a ``[cuNN]`` extra (flashinfer, cutlass); None if it names neither."""
+    for req in requires:
+        if m := re.match(r"cuda-python\s*>=\s*(\d+)", req):
+            return int(m.group(1))
+    extras = {int(m.group(1)) for req in requires if (m := re.search(r"\[cu(\d\d)\]", req))}
+    return extras.pop() if len(extras) == 1 else None
+
+
 def _driver(host: Host, image: str) -> list[Check]:
     rc, out = host.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     if rc != 0 or not out.strip():
         return []  # _gpus said why
     driver = out.strip().splitlines()[0].strip()
-    m = re.search(r"-cu(\d\d)(\d)\b", image)
+    m = _TAG_CUDA.search(image)
     if m is None:
         return [
             Check(
@@ -179,14 +202,18 @@ def _docker(host: Host) -> tuple[list[Check], dict[str, object]]:
     info = json.loads(out.strip().splitlines()[-1])
     checks = [Check("Docker", OK, f"engine {info.get('ServerVersion', '?')}")]
     rc, out = host.run(["docker", "compose", "version", "--short"])
-    major = re.match(r"v?(\d+)", out.strip())
-    if rc != 0 or major is None or int(major.group(1)) < 2:
+    found = re.match(r"v?(\d+)\.(\d+)\.(\d+)", out.strip())
+    version = tuple(int(x) for x in found.groups()) if rc == 0 and found else None
+    if version is None or version < COMPOSE_MIN:
         checks.append(
             Check(
                 "Compose v2",
                 MISSING,
-                out.strip()[:200] or f"exited {rc}",
-                "install the docker-compose-plugin (Compose v2)",
+                (f"Compose {out.strip()} is older than {'.'.join(map(str, COMPOSE_MIN))}" if version else "")
+                or out.strip()[:200]
+                or f"exited {rc}",
+                f"install docker-compose-plugin {'.'.join(map(str, COMPOSE_MIN))} or later: compose/stack.yaml's "
+                "inline `configs.content` needs it",
             )
         )
     else:
@@ -239,6 +266,111 @@ def _images(host: Host, env: dict[str, str]) -> list[Check]:
     return checks
 
 
+_ENGINE_PROBE = (
+    "import torch, mooncake.engine; assert torch.cuda.is_available(), 'CUDA not available'; "
+    "print('CUDA', torch.version.cuda, torch.cuda.get_device_name(0), 'mooncake ok')"
+)
+
+
+def _engine_runs(host: Host, image: str, gpu: str) -> Check:
+    """The engine image on one of the run's GPUs: CUDA starts, Mooncake imports."""
+    rc, out = host.run(
+        ["docker", "run", "--rm", "--gpus", f"device={gpu}", "--entrypoint", "python3", image, "-c", _ENGINE_PROBE]
+    )
+    last = out.strip().splitlines()[-1] if out.strip() else f"exited {rc}"
+    if rc != 0 or "mooncake ok" not in out:
+        return Check(
+            "engine image runs",
+            MISSING,
+            f"{image} on GPU {gpu}: {last}",
+            "check the driver against the image's CUDA (the driver check), and that SGLANG_IMAGE is an SGLang image "
+            "with Mooncake (docs/gpu.md step 3)",
+        )
+    return Check("engine image runs", OK, last)
+
+
+def _router_runs(host: Host, image: str) -> Check:
+    """The router image runs the smg release the rig's own smg is (the one the suites know)."""
+    want = pinned_smg()
+    rc, out = host.run(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "python3",
+            image,
+            "-c",
+            "import importlib.metadata as m; print('smg', m.version('smg'))",
+        ]
+    )
+    got = re.search(r"smg (\S+)", out)
+    if rc != 0 or got is None or got.group(1) != want:
+        return Check(
+            "router image runs",
+            MISSING,
+            f"{image}: {got.group(0) if got else (out.strip().splitlines() or [f'exited {rc}'])[-1]}, not smg {want}",
+            f"set SMG_IMAGE to an image of smg {want} (the release the suites were written against)",
+        )
+    return Check("router image runs", OK, f"{image}: smg {want}")
+
+
+def pinned_smg() -> str:
+    """The smg release the rig runs (pyproject.toml pins it)."""
+    from importlib.metadata import version
+
+    return version("smg")
+
+
+def _memory(host: Host, pool: GpuPool, env: dict[str, str]) -> list[Check]:
+    """Each run GPU's memory against what the engine needs inside --mem-fraction-static: the
+    model's weights and a minimal KV pool."""
+    weights = _weights_gb(env)
+    rc, out = host.run(["nvidia-smi", "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"])
+    if weights is None or rc != 0:
+        return []  # the model check or the GPU check said why
+    rows = [[f.strip() for f in line.split(",")] for line in out.strip().splitlines() if line.count(",") >= 3]
+    total = {key: int(r[3]) / 1024 for r in rows for key in (r[0], r[1])}  # by index and by UUID, in GiB
+    fraction = float(env.get("SGLANG_MEM_FRACTION") or 0.5)
+    need = weights + KV_MIN_GB
+    small = [
+        f"{d} ({total[d]:.0f} GiB x {fraction} = {total[d] * fraction:.1f})"
+        for d in pool.devices
+        if d in total and total[d] * fraction < need
+    ]
+    if small:
+        return [
+            Check(
+                "GPU memory",
+                MISSING,
+                f"{', '.join(small)} < {need:.1f} GB: the model's {weights:.1f} GB of weights and a {KV_MIN_GB:.0f} GB KV pool",
+                "raise SGLANG_MEM_FRACTION, or choose a smaller SGLANG_MODEL or larger GPUs",
+            )
+        ]
+    return [Check("GPU memory", OK, f"{need:.1f} GB needed in {fraction} of each run GPU")]
+
+
+def _cached(env: dict[str, str]) -> tuple[Path, list[Path], list[Path]]:
+    """Where huggingface_hub keeps ``SGLANG_MODEL`` under ``HF_CACHE``: its snapshots folder,
+    the config files and the weight files in it."""
+    model = env.get("SGLANG_MODEL") or GPU_DEFAULT_MODEL
+    cache = Path(env.get("HF_CACHE") or "~/.cache/huggingface").expanduser()
+    snapshots = cache / "hub" / f"models--{model.replace('/', '--')}" / "snapshots"
+    configs = sorted(snapshots.glob("*/config.json"))
+    weights = [p for c in configs for p in c.parent.glob("*.safetensors")] + [
+        p for c in configs for p in c.parent.glob("*.bin")
+    ]
+    return snapshots, configs, weights
+
+
+def _weights_gb(env: dict[str, str]) -> float | None:
+    """The cached model's weights in GB, or None when they are not all there."""
+    _, configs, weights = _cached(env)
+    if not configs or not weights or not all(p.exists() for p in weights):
+        return None
+    return sum(p.stat().st_size for p in weights) / 1e9
+
+
 def _model(env: dict[str, str]) -> list[Check]:
     model = env.get("SGLANG_MODEL") or GPU_DEFAULT_MODEL
     cache = Path(env.get("HF_CACHE") or "~/.cache/huggingface").expanduser()
@@ -254,11 +386,7 @@ def _model(env: dict[str, str]) -> list[Check]:
                 "name a Hugging Face model id, cached under HF_CACHE",
             )
         ]
-    snapshots = cache / "hub" / f"models--{model.replace('/', '--')}" / "snapshots"
-    configs = sorted(snapshots.glob("*/config.json"))
-    weights = [p for c in configs for p in c.parent.glob("*.safetensors")] + [
-        p for c in configs for p in c.parent.glob("*.bin")
-    ]
+    snapshots, configs, weights = _cached(env)
     if not configs or not weights:
         return [
             Check("model", MISSING, f"{model} is not in {cache} (no config.json and weights under {snapshots})", fetch)
@@ -266,8 +394,7 @@ def _model(env: dict[str, str]) -> list[Check]:
     broken = [p.name for p in weights if not p.exists()]  # a symlink to a blob a cleanup removed
     if broken:
         return [Check("model", MISSING, f"{model}: weights {', '.join(broken[:3])} point at missing blobs", fetch)]
-    size = sum(p.stat().st_size for p in weights) / 1e9
-    return [Check("model", OK, f"{model} in {cache}: {len(weights)} weight file(s), {size:.1f} GB")]
+    return [Check("model", OK, f"{model} in {cache}: {len(weights)} weight file(s), {_weights_gb(env) or 0:.1f} GB")]
 
 
 def _disk(host: Host, docker_root: str, env: dict[str, str]) -> list[Check]:
@@ -338,12 +465,19 @@ def check_host(target: str, host: Host, env: dict[str, str] | None = None) -> li
         pool = GpuPool.from_env(env)
     except ConfigError as exc:
         return [Check("PDCHAOS_GPUS", MISSING, str(exc), f"list at least {GPUS_PER_STACK} GPUs")]
-    checks = _gpus(host, pool) + _driver(host, env.get("SGLANG_IMAGE") or DEFAULT_IMAGES["SGLANG_IMAGE"])
+    engine_image = env.get("SGLANG_IMAGE") or DEFAULT_IMAGES["SGLANG_IMAGE"]
+    gpus = _gpus(host, pool)
+    checks = gpus + _driver(host, engine_image)
     docker, info = _docker(host)
     checks += docker
     if docker[0].state == OK:
-        checks += _images(host, env)
+        images = _images(host, env)
+        checks += images
+        if all(c.state == OK for c in [*gpus[:1], *images, *docker]):  # worth a container only then
+            checks.append(_engine_runs(host, engine_image, pool.devices[0]))
+            checks.append(_router_runs(host, env.get("SMG_IMAGE") or DEFAULT_IMAGES["SMG_IMAGE"]))
     checks += _model(env)
+    checks += _memory(host, pool, env)
     checks += _disk(host, str(info.get("DockerRootDir", "")), env)
     if target == "compose-gpu-rdma":
         checks += _rdma(env)

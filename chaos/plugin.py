@@ -29,7 +29,7 @@ from chaos.session import EXPLORE, SEED, SOAK, TARGET
 from chaos.skips import MARKED, SkipKind
 from chaos.soak import Soak, parse_duration
 from chaos.targets.base import Capability
-from chaos.targets.registry import TARGETS, TargetChoice
+from chaos.targets.registry import GPU, TARGETS, TargetChoice
 
 pytest_plugins = ["chaos.run_report", "chaos.fixtures"]  # in import order: fixtures imports run_report
 
@@ -132,6 +132,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--explore: {exc}") from None
     seed = config.getoption("--seed")
     parallel = getattr(config, "workerinput", None) is not None or bool(getattr(config.option, "numprocesses", None))
+    if choice.name in GPU and parallel:
+        raise pytest.UsageError(
+            f"--target {choice.name} runs one pytest process: each xdist worker would take the whole "
+            "PDCHAOS_GPUS pool for its own stacks, and two would start engines on the same GPUs; drop -n"
+        )
     if config.getoption("--shuffle") and seed is None and parallel:
         raise pytest.UsageError("--shuffle with xdist needs --seed: every worker must draw the same order")
     config.stash[SEED] = seed if seed is not None else random.SystemRandom().randrange(1 << 31)

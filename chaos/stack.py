@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import ConfigError
+from chaos.wait import STATE_CHANGE_S
 
 __all__ = ["LOADS_PATH", "LOOPBACK", "PROXIES", "STACK_PORTS", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
 
@@ -180,6 +181,13 @@ class StackConfig:
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
     recovery_s: float = 10.0  # how soon a fresh request must succeed after healing
     restart_s: float = 5.0  # how long the target may take to bring a killed engine back
+    # how long a signalled engine may take to reach its new state (gone, frozen, thawed): a
+    # process at once; a GPU container holding tens of GB of device memory, tens of seconds
+    state_change_s: float = STATE_CHANGE_S
+    # the warm-up requests' prompt lengths, in words: one short one, and on engines that compile
+    # kernels on first use (GPUs) also the suites' longest, so those compiles happen before
+    # the PD timeouts (seconds) meet them
+    warm_up_words: tuple[int, ...] = (2,)
     model: str = "pdsim/deterministic-1"  # the served model name clients must send
     # Whether prefill frees rooms pinned in its inflight queue after inflight_s: pdsim models
     # the patched engine of the incident; upstream SGLang has no such watchdog.
@@ -268,8 +276,15 @@ class StackInfo:
                 "forward_s": cfg.forward_s,
                 "recovery_s": cfg.recovery_s,
                 "restart_s": cfg.restart_s,
+                "state_change_s": cfg.state_change_s,
+                "warm_up_words": list(cfg.warm_up_words),
             },
         )
+
+    @property
+    def state_change_s(self) -> float:
+        """How long a signalled engine of this stack may take to reach its new state."""
+        return float(self.config.get("state_change_s", STATE_CHANGE_S))
 
     @property
     def path(self) -> Path:

@@ -4,6 +4,7 @@ the end whatever happened. On an attached deployment it hands out that deploymen
 from __future__ import annotations
 
 import os
+import shutil
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +15,7 @@ from chaos.limits import activity
 from chaos.ports import PortAllocator
 from chaos.skips import SkipKind, skip
 from chaos.stack import StackConfig, Timeouts
-from chaos.targets.base import Target
+from chaos.targets.base import START_FAILURE, Target
 from chaos.targets.registry import TargetChoice
 
 __all__ = ["StackFactory", "session_defects"]
@@ -64,12 +65,19 @@ class StackFactory:
         except BaseException:  # a failed or interrupted start stops what it began: forget it
             with shielded():
                 unregister(cfg.state_dir)
+                self._keep_start_failure(cfg.state_dir / START_FAILURE, base)
             raise
         self._stacks.append(stack)
         if self._record_dir is not None:  # what ran (target, ports, images by digest), outliving the stack
             self._record_dir.mkdir(parents=True, exist_ok=True)
             (self._record_dir / f"{stack.info.kind}-{stack.info.port_base}.json").write_text(stack.info.to_json())
         return stack
+
+    def _keep_start_failure(self, evidence: Path, base: int) -> None:
+        """A stack that did not start left its containers' logs and states (``START_FAILURE``):
+        into the run's report, where summary.md names the service that failed."""
+        if self._record_dir is not None and evidence.is_dir():
+            shutil.copytree(evidence, self._record_dir / f"start-failed-{self.choice.name}-{base}", dirs_exist_ok=True)
 
     @contextmanager
     def own(self, **overrides: Any) -> Iterator[Target]:

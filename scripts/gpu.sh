@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path's steps (docs/gpu.md), each a make target:
-#   scripts/gpu.sh pull     the images of the GPU stack (tens of GB, once per release), and their digests
+#   scripts/gpu.sh pull     the images of the GPU stack (tens of GB, once per release), pinned by digest
+#                           in .pdchaos/gpu-images.env: later steps run exactly what was pulled
 #   scripts/gpu.sh model    SGLANG_MODEL into HF_CACHE, with the engine image's own huggingface_hub (HF_TOKEN for gated models)
 #   scripts/gpu.sh suites   `pdchaos gpu-check` (nothing starts unless the host can run the job), then the suites
 # Knobs: PDCHAOS_TARGET (compose-gpu, or compose-gpu-rdma), PDCHAOS_GPUS, SGLANG_IMAGE, SGLANG_MODEL,
@@ -15,14 +16,40 @@ case "$target" in
 esac
 hf_cache=${HF_CACHE:-$HOME/.cache/huggingface}
 model=${SGLANG_MODEL:-Qwen/Qwen2.5-0.5B-Instruct}
-image=${SGLANG_IMAGE:-lmsysorg/sglang:v0.5.23-cu129}
+pins=${PDCHAOS_GPU_PINS:-.pdchaos/gpu-images.env}  # (a test points it elsewhere)
+vars=(SGLANG_IMAGE SMG_IMAGE TOXIPROXY_IMAGE)
+
+ref_of() {  # the image a variable names now: the caller's, else the default (chaos/gpuhost.py, as in the Compose files)
+  local var=$1
+  if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
+  .venv/bin/python -c 'import sys; from chaos.gpuhost import DEFAULT_IMAGES; print(DEFAULT_IMAGES[sys.argv[1]])' "$var"
+}
+
+# A pin applies while the variable still names the image it pinned (a new release or a
+# caller's own image makes it stale, and it is left alone): VAR=name:tag@sha256:... runs
+# exactly the bytes `pull` saw, with the tag kept for the reader (Docker ignores it then).
+if [ -f "$pins" ]; then
+  while IFS='=' read -r var pinned; do
+    [ -n "$var" ] || continue
+    if [ "$(ref_of "$var")" = "${pinned%@*}" ]; then export "$var=$pinned"; fi
+  done <"$pins"
+fi
+image=$(ref_of SGLANG_IMAGE)
 
 case "${1:-}" in
   pull)
     docker compose "${overlays[@]}" pull
-    for ref in "$image" "${SMG_IMAGE:-lightseekorg/smg:1.13.0}" "${TOXIPROXY_IMAGE:-ghcr.io/shopify/toxiproxy:2.12.0}"; do
-      echo "$ref = $(docker image inspect --format '{{join .RepoDigests ", "}}' "$ref")"
+    mkdir -p .pdchaos
+    : >"$pins.new"
+    for var in "${vars[@]}"; do
+      ref=$(ref_of "$var")
+      ref=${ref%@*}
+      digest=$(docker image inspect --format '{{index .RepoDigests 0}}' "$ref")
+      echo "$var=$ref@${digest#*@}" >>"$pins.new"
+      echo "$ref = $digest"
     done
+    mv "$pins.new" "$pins"
+    echo "gpu.sh: pinned in $pins"
     ;;
   model)
     mkdir -p "$hf_cache"

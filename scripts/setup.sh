@@ -11,12 +11,12 @@ ACTIONLINT_VERSION=v1.7.12  # checks the nightly GPU job's workflow (tests/test_
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import chaos, pdsim, pytest, smg" 2>/dev/null || [ pyproject.toml -nt .venv/.pdchaos-installed ]; then
+if ! .venv/bin/python -c "import chaos, pdsim, sglang_cpu.launch, pytest, smg" 2>/dev/null || [ pyproject.toml -nt .venv/.pdchaos-installed ]; then
   if ! .venv/bin/pip install -q -e '.[dev]' >.venv/pip-install.log 2>&1; then
     cat .venv/pip-install.log >&2
     exit 1
   fi
-  .venv/bin/python -c "import chaos, pdsim, pytest, smg"
+  .venv/bin/python -c "import chaos, pdsim, sglang_cpu.launch, pytest, smg"
   touch .venv/.pdchaos-installed
 fi
 

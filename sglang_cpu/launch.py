@@ -24,28 +24,25 @@ from pathlib import Path
 
 SHIM = Path(__file__).resolve().parent / "shim"  # sgl_kernel: see shim/sgl_kernel/__init__.py
 
-FLAGS = (
-    "--device", "cpu", "--attention-backend", "torch_native", "--disable-overlap-schedule",
-    "--disaggregation-transfer-backend", "mooncake_tcp", "--enable-metrics",
-    "--sleep-on-idle",  # otherwise each idle scheduler spins a whole core
-    "--max-total-tokens", "65536", "--dtype", "bfloat16",
-    "--decode-log-interval", "1",  # /metrics' decode queue gauges move when decode logs a batch: every step
-    "--load-snapshot-publish-interval", "1",  # /v1/loads (the live queue counts) at every decode step too
-    "--log-requests", "--log-requests-level", "0",  # Receive:/Finish: lines with rid and routing_key
-    "--skip-server-warmup",
-)  # fmt: skip
-
-ROLE_FLAGS = {
-    "prefill": ("--disaggregation-mode", "prefill"),
-    # otherwise decode calls torch.cuda.cudart() at startup
-    "decode": ("--disaggregation-mode", "decode", "--disaggregation-decode-retraction-backup", "cpu_tensor"),
+# What a CPU cannot have of a GPU engine's command line, and what it runs instead. This is
+# the one swap between the GPU targets' engines (compose/gpu.yaml) and these: the gpu-on-cpu
+# target runs gpu.yaml's own command lines with it, and tests/test_gpu_line.py shows that it
+# changes these fields of SGLang's arguments and no other.
+CPU_SWAP: dict[str, tuple[str, ...]] = {
+    "--device": ("cpu",),
+    "--attention-backend": ("torch_native",),  # the GPU's flashinfer/triton kernels
+    "--disable-overlap-schedule": (),  # the overlap scheduler needs CUDA streams
+    "--sleep-on-idle": (),  # otherwise each idle scheduler spins a whole core
+    "--max-total-tokens": ("65536",),  # the KV pool, which a GPU sizes from free memory
+    "--dtype": ("bfloat16",),
 }
-
-ENV = {
+ROLE_SWAP: dict[str, dict[str, tuple[str, ...]]] = {
+    "prefill": {},
+    "decode": {"--disaggregation-decode-retraction-backup": ("cpu_tensor",)},  # else torch.cuda.cudart() at startup
+}
+# The variables a CPU engine needs besides the GPU engine's (the model is local: offline)
+CPU_ENV = {
     "SGLANG_USE_CPU_ENGINE": "1",
-    "SGLANG_HOST_IP": "127.0.0.1",  # what SGLang advertises to its peer: loopback only
-    "MC_FORCE_TCP": "1",
-    "MC_TCP_BIND_ADDRESS": "127.0.0.1",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "OMP_NUM_THREADS": "1",
@@ -53,6 +50,43 @@ ENV = {
 }
 # otherwise prefill's first request reaches pin_memory and torch.cuda.Event (disaggregation/prefill.py)
 ROLE_ENV = {"prefill": {"SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER": "1"}, "decode": {}}
+
+FLAGS = (
+    "--disaggregation-transfer-backend", "mooncake_tcp", "--enable-metrics",
+    "--decode-log-interval", "1",  # /metrics' decode queue gauges move when decode logs a batch: every step
+    "--load-snapshot-publish-interval", "1",  # /v1/loads (the live queue counts) at every decode step too
+    "--log-requests", "--log-requests-level", "0",  # Receive:/Finish: lines with rid and routing_key
+    "--skip-server-warmup",
+)  # fmt: skip
+
+ROLE_FLAGS = {"prefill": ("--disaggregation-mode", "prefill"), "decode": ("--disaggregation-mode", "decode")}
+
+ENV = {  # this target's engines: loopback, Mooncake over TCP
+    "SGLANG_HOST_IP": "127.0.0.1",  # what SGLang advertises to its peer: loopback only
+    "MC_FORCE_TCP": "1",
+    "MC_TCP_BIND_ADDRESS": "127.0.0.1",
+}
+
+
+def swap_flags(role: str) -> tuple[str, ...]:
+    """``CPU_SWAP`` and the role's ``ROLE_SWAP`` as command-line items."""
+    return tuple(item for flag, value in (CPU_SWAP | ROLE_SWAP[role]).items() for item in (flag, *value))
+
+
+def on_cpu(argv: list[str], role: str, model_path: str) -> list[str]:
+    """A GPU engine's arguments (after ``-m sglang.launch_server``) with the swap: each swapped
+    flag it has dropped (``--flag=value`` or ``--flag value``), the model path the local
+    tiny model's, the swap appended. Nothing else changes."""
+    takes_value = {flag: bool(value) for flag, value in (CPU_SWAP | ROLE_SWAP[role]).items()} | {"--model-path": True}
+    out: list[str] = []
+    items = iter(argv)
+    for item in items:
+        flag, given, _ = item.partition("=")
+        if flag not in takes_value:
+            out.append(item)
+        elif takes_value[flag] and not given:
+            next(items, None)  # its value, given as the next item
+    return [*out, "--model-path", model_path, *swap_flags(role)]
 
 
 def command(
@@ -70,7 +104,7 @@ def command(
     suite runs a stack with a small one), and so is decode's radix cache."""
     argv = ["-m", "sglang.launch_server", "--model-path", model_path, "--served-model-name", served_model_name,
             "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port),
-            "--max-running-requests", str(max_running_requests), *FLAGS, *ROLE_FLAGS[role]]  # fmt: skip
+            "--max-running-requests", str(max_running_requests), *FLAGS, *ROLE_FLAGS[role], *swap_flags(role)]  # fmt: skip
     if role == "prefill":
         if bootstrap_port is None:
             raise SystemExit("launch.py prefill needs --bootstrap-port")
@@ -80,10 +114,16 @@ def command(
     return argv
 
 
-def environment(role: str, base: dict[str, str]) -> dict[str, str]:
-    """``base`` with the CPU engine's variables, and the shim first on ``PYTHONPATH``."""
+def cpu_environment(role: str, base: dict[str, str]) -> dict[str, str]:
+    """``base`` (the engine's own variables) with what a CPU engine needs besides, and the
+    shim first on ``PYTHONPATH``."""
     path = os.pathsep.join(p for p in (str(SHIM), base.get("PYTHONPATH", "")) if p)
-    return base | ENV | ROLE_ENV[role] | {"PYTHONPATH": path}
+    return base | CPU_ENV | ROLE_ENV[role] | {"PYTHONPATH": path}
+
+
+def environment(role: str, base: dict[str, str]) -> dict[str, str]:
+    """``base`` with this target's engine variables (loopback, Mooncake over TCP) and the CPU's."""
+    return cpu_environment(role, base | ENV)
 
 
 def main(args: list[str] | None = None) -> None:

@@ -16,6 +16,8 @@ OFFSETS = {
     "sglang": 5000 + 2 * RUN_STRIDE,
     "sglang_embedded": 5100 + 2 * RUN_STRIDE,
     "compose_sglang": 5200 + 2 * RUN_STRIDE,
+    "gpu_on_cpu": 5300 + 2 * RUN_STRIDE,
+    "compose_start_failure": 5400 + 2 * RUN_STRIDE,
     "netns": 5800 + 2 * RUN_STRIDE,  # one port: an echo server behind the bridge
     "scenario": 5900 + 2 * RUN_STRIDE,
     "mutants": 6600 + 2 * RUN_STRIDE,  # up to 6600 + 3 * RUN_STRIDE: below 32768 from the default base

@@ -271,3 +271,38 @@ def test_pause_is_retried_only_while_the_freezer_is_busy():
     with pytest.raises(RuntimeError, match="No such container"):
         _pause(gone)
     assert gone.calls == 1
+
+
+def test_a_stack_that_fails_to_start_leaves_every_containers_log_in_the_report(engine, tmp_path, pytestconfig):
+    """An engine that exits at start (pdsim refuses an unknown defect, as SGLang refused an
+    empty IB device): before the containers are removed, each one's whole log and state
+    goes into the run's report, and summary.md names the service that failed with its last
+    lines. Nothing is left running."""
+    from chaos.errors import TargetError
+    from chaos.reports.summary import write_run_summary
+    from chaos.stack_factory import StackFactory
+    from chaos.targets.registry import TargetChoice
+
+    run_dir = tmp_path / "run"
+    factory = StackFactory(
+        TargetChoice("compose"),
+        port_base(pytestconfig, "compose_start_failure"),
+        tmp_path / "state",
+        record_dir=run_dir / "stacks",
+    )
+    with pytest.raises(TargetError):
+        factory.start(defects="no_such_defect", startup_timeout_s=60)
+    (kept,) = (run_dir / "stacks").glob("start-failed-compose-*")
+    failure = json.loads((kept / "failure.json").read_text())
+    for engine_name in ("prefill", "decode"):
+        svc = failure["services"][engine_name]
+        assert svc["status"] == "exited" and svc["exit_code"] != 0 and svc["oom_killed"] is False, svc
+        assert "unknown pdsim defect(s): no_such_defect" in (kept / f"{engine_name}.log").read_text()
+    assert failure["services"]["toxiproxy"]["status"] == "running"  # as it was when the start failed
+    write_run_summary(run_dir, [], seed=1, command="test")
+    summary = (run_dir / "summary.md").read_text()
+    assert "## Stacks that failed to start" in summary and "failed: " in summary
+    failed_line = next(line for line in summary.splitlines() if line.startswith("failed: "))
+    assert "prefill" in failed_line and "decode" in failed_line and "toxiproxy" not in failed_line, failed_line
+    assert "unknown pdsim defect(s): no_such_defect" in summary
+    assert project_containers(engine, f"pdchaos-{failure['port_base']}") == []

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.gpuhost import MISSING, OK, WARNING, Check, check_host
+from chaos.gpuhost import DEFAULT_IMAGES, MISSING, OK, WARNING, Check, check_host
 from chaos.tools import REPO_ROOT
 
-SMI = "0, GPU-aaaa, NVIDIA L4, 23034, 1, 575.57.08\n1, GPU-bbbb, NVIDIA L4, 23034, 1, 575.57.08\n"
+SMI = "0, GPU-aaaa, NVIDIA L4, 23034, 1, 580.82.07\n1, GPU-bbbb, NVIDIA L4, 23034, 1, 580.82.07\n"
 DOCKER_INFO = {"ServerVersion": "27.3.1", "Runtimes": {"runc": {}, "nvidia": {}}, "DockerRootDir": "/var/lib/docker"}
 
 
@@ -42,10 +42,12 @@ class FakeHost:
 def good_host(**changes: tuple[int, str]) -> FakeHost:
     answers = {
         "nvidia-smi --query-gpu=index": (0, SMI),
-        "nvidia-smi --query-gpu=driver_version": (0, "575.57.08\n575.57.08\n"),
+        "nvidia-smi --query-gpu=driver_version": (0, "580.82.07\n580.82.07\n"),
         "docker info": (0, json.dumps(DOCKER_INFO)),
         "docker compose version": (0, "2.29.7\n"),
         "docker image inspect": (0, '["lmsysorg/sglang@sha256:1111"]\n'),
+        "docker run --rm --gpus device=0": (0, "CUDA 13.0 NVIDIA L4 mooncake ok\n"),
+        "docker run --rm --entrypoint python3 lightseekorg/smg": (0, "smg 1.13.0\n"),
     }
     return FakeHost(answers | changes)
 
@@ -109,7 +111,7 @@ def test_each_missing_piece_is_named_with_its_fix(cache, tmp_path):
 
 
 def test_a_gpu_in_use_or_an_old_driver_is_a_warning_not_a_refusal(cache):
-    busy = SMI.replace("23034, 1, 575", "23034, 9000, 575", 1)
+    busy = SMI.replace("23034, 1, 580", "23034, 9000, 580", 1)
     checks = check_host(
         "compose-gpu", good_host(**{"nvidia-smi --query-gpu=index": (0, busy)}), {"HF_CACHE": str(cache)}
     )
@@ -118,16 +120,18 @@ def test_a_gpu_in_use_or_an_old_driver_is_a_warning_not_a_refusal(cache):
     )
     old = check_host(
         "compose-gpu",
-        good_host(**{"nvidia-smi --query-gpu=driver_version": (0, "550.54.15\n")}),
+        good_host(**{"nvidia-smi --query-gpu=driver_version": (0, "575.57.08\n")}),
         {"HF_CACHE": str(cache)},
     )
-    assert states(old)["driver"] == WARNING and "older than CUDA 12.9's 575.51" in next(
+    assert states(old)["driver"] == WARNING and "older than CUDA 13.0's 580.65" in next(
         c.found for c in old if c.name == "driver"
     )
-    cu130 = check_host(
-        "compose-gpu", good_host(), {"HF_CACHE": str(cache), "SGLANG_IMAGE": "lmsysorg/sglang:v0.5.23-cu130"}
+    cu129 = check_host(
+        "compose-gpu",
+        good_host(**{"nvidia-smi --query-gpu=driver_version": (0, "575.57.08\n")}),
+        {"HF_CACHE": str(cache), "SGLANG_IMAGE": "lmsysorg/sglang:v0.5.19-cu129"},
     )
-    assert states(cu130)["driver"] == WARNING  # 575 runs 12.9, not 13.0
+    assert states(cu129)["driver"] == OK  # 575 runs 12.9
 
 
 def test_rdma_is_checked_only_for_its_target(cache):
@@ -152,3 +156,83 @@ def test_make_suites_gpu_on_a_host_without_a_gpu_says_so_and_starts_nothing():
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     assert "missing: GPUs" in out.stderr and "nothing was started" in out.stderr
     assert "reports in" not in out.stdout  # pytest never began
+
+
+def test_the_default_images_are_the_compose_files_defaults():
+    import re
+
+    text = (REPO_ROOT / "compose" / "gpu.yaml").read_text() + (REPO_ROOT / "compose" / "stack.yaml").read_text()
+    found = dict(re.findall(r"\$\{(\w+_IMAGE):-([^}]+)\}", text))
+    assert found == DEFAULT_IMAGES
+
+
+FAKE_DOCKER = """#!/bin/sh
+# a recorded docker: `image inspect` answers a digest, every call is logged
+echo "$@" >> "$FAKE_LOG"
+if [ "$1" = image ]; then
+  for a; do ref=$a; done
+  echo "${ref%%:*}@sha256:$(printf '%s' "${ref%@*}" | sha256sum | cut -c1-64)"
+fi
+"""
+
+
+def test_gpu_pull_pins_what_it_pulled_and_later_steps_run_exactly_that(tmp_path):
+    """`make gpu-pull` records each image's digest; `make gpu-model` (and the suites) then run
+    ``name:tag@sha256:...``, unless the caller names another image: a stale pin is left alone."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "FAKE_LOG": str(tmp_path / "calls"),
+        "PDCHAOS_GPU_PINS": str(tmp_path / "pins.env"),
+        "HF_CACHE": str(tmp_path / "hf"),
+    }
+    env.pop("SGLANG_IMAGE", None)
+
+    def gpu(step: str, **extra: str) -> str:
+        done = subprocess.run(
+            ["scripts/gpu.sh", step], cwd=REPO_ROOT, env=env | extra, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return (tmp_path / "calls").read_text()
+
+    gpu("pull")
+    pins = dict(line.split("=", 1) for line in (tmp_path / "pins.env").read_text().splitlines())
+    assert set(pins) == set(DEFAULT_IMAGES)
+    for var, ref in DEFAULT_IMAGES.items():
+        assert pins[var].startswith(f"{ref}@sha256:") and len(pins[var]) == len(ref) + 8 + 64, pins[var]
+    calls = gpu("model").splitlines()
+    assert calls[-1].startswith("run ") and f" {pins['SGLANG_IMAGE']} " in calls[-1], calls[-1]
+    own = gpu("model", SGLANG_IMAGE="example/sglang:mine").splitlines()
+    assert " example/sglang:mine " in own[-1] and "@sha256" not in own[-1], own[-1]
+
+
+def test_each_new_refusal_says_what_to_do(cache):
+    """An old Compose, an engine image that cannot start CUDA or import Mooncake, a router
+    image of another smg, GPUs too small for the model: each refused, each with its fix."""
+    env = {"HF_CACHE": str(cache)}
+    compose = check_host("compose-gpu", good_host(**{"docker compose version": (0, "2.20.2\n")}), env)
+    found = next(c for c in compose if c.name == "Compose v2")
+    assert found.state == MISSING and "older than 2.23.1" in found.found and "configs.content" in found.fix
+    no_cuda = good_host(**{"docker run --rm --gpus device=0": (1, "AssertionError: CUDA not available\n")})
+    engine = next(c for c in check_host("compose-gpu", no_cuda, env) if c.name == "engine image runs")
+    assert engine.state == MISSING and "CUDA not available" in engine.found and "driver" in engine.fix
+    no_mooncake = good_host(
+        **{"docker run --rm --gpus device=0": (1, "ModuleNotFoundError: No module named 'mooncake'\n")}
+    )
+    assert "mooncake" in next(
+        c.found for c in check_host("compose-gpu", no_mooncake, env) if c.name == "engine image runs"
+    )
+    other_smg = good_host(**{"docker run --rm --entrypoint python3 lightseekorg/smg": (0, "smg 1.12.1\n")})
+    router = next(c for c in check_host("compose-gpu", other_smg, env) if c.name == "router image runs")
+    assert router.state == MISSING and "smg 1.12.1, not smg 1.13.0" in router.found and "SMG_IMAGE" in router.fix
+    small = check_host("compose-gpu", good_host(), env | {"SGLANG_MEM_FRACTION": "0.04"})
+    memory = next(c for c in small if c.name == "GPU memory")
+    assert memory.state == MISSING and "SGLANG_MEM_FRACTION" in memory.fix, memory
+    assert states(check_host("compose-gpu", good_host(), env))["GPU memory"] == OK
+    # no container is tried while an image is missing: its absence is the one thing to fix
+    absent = good_host(**{"docker image inspect": (1, "Error: No such image")})
+    assert "engine image runs" not in states(check_host("compose-gpu", absent, env))

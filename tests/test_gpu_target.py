@@ -1,10 +1,9 @@
 """The GPU targets checked without a GPU: CI's dry run of the nightly job (issue 28).
 
 Every GPU overlay variant (TCP, RDMA) is rendered by Compose for the stacks a run starts,
-side by side; each engine's command line goes through the pinned SGLang's own argument
-parser (the sglang-cpu venv) and the router's through smg's; every variable the engines get
-is one the pinned SGLang or Mooncake reads; no two stacks share a port or a GPU. Each check
-is shown to fail when the defect it guards against comes back.
+side by side; the router's command line goes through smg's parser (the engines' go through
+SGLang's whole startup, and run, in tests/test_gpu_line.py); no two stacks share a port or a
+GPU. Each check is shown to fail when the defect it guards against comes back.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from chaos.gpus import GpuPool
 from chaos.ports import PortAllocator
 from chaos.procs import run
 from chaos.stack import PortPlan, StackConfig
-from chaos.targets.compose import VARIANTS, compose_env
+from chaos.targets.compose import VARIANTS, compose_env, rendered
 from chaos.targets.registry import GPU
 from chaos.tools import REPO_ROOT
 
@@ -42,12 +41,7 @@ def render(
     variant: str, env: dict[str, str], project: str = "pdchaos-dry-run", compose_dir: Path = REPO_ROOT / "compose"
 ) -> dict[str, Any]:
     """The merged Compose model of ``variant`` for a stack's variables, as `up` would run it."""
-    argv = ["docker", "compose", "-p", project]
-    for f in ("stack.yaml", *VARIANTS[variant].overlays):
-        argv += ["-f", str(compose_dir / f)]
-    out = run([*argv, "config", "--format", "json"], timeout_s=30, env=os.environ | env)
-    assert out.returncode == 0, out.stderr
-    return dict(json.loads(out.stdout))
+    return rendered(variant, env, project, compose_dir)
 
 
 _PORT_FLAG = re.compile(r"^--?[a-z-]*port=(\d+)$")
@@ -151,6 +145,17 @@ def _collected(gpus: str) -> list[str]:
     return [line.split("::")[0] for line in out.stdout.splitlines() if "::" in line]
 
 
+def test_xdist_is_refused_on_a_gpu_target_and_says_why():
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "suites", "--target=compose-gpu", "-n", "2", "--collect-only", "-q"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 4 and "drop -n" in out.stderr, out.stdout[-1000:] + out.stderr[-1000:]
+
+
 def test_with_two_gpus_modules_with_their_own_stack_run_before_the_sessions():
     """Two GPUs hold one stack: the modules that start their own (a small engine, decode's
     radix cache) run first, so the session's stack, which lasts to the end, starts after
@@ -195,103 +200,31 @@ def test_the_side_by_side_check_fails_when_a_fixed_port_or_gpu_comes_back(tmp_pa
     assert clashes(same_gpus) == ["GPU 0: stack 0 and stack 1", "GPU 1: stack 0 and stack 1"]
 
 
-# ---- the engines' and the router's command lines, through their own parsers -----------------
-_SGLANG_PARSE = """
-import contextlib, io, json, sys
-from sglang.srt.server_args import prepare_server_args
-keys = ("model_path", "port", "nccl_port", "disaggregation_mode", "disaggregation_bootstrap_port", "disaggregation_ib_device",
-        "disaggregation_transfer_backend", "disaggregation_decode_enable_radix_cache", "enable_metrics", "log_requests", "skip_server_warmup", "max_running_requests", "mem_fraction_static")
-out = []
-for argv in json.loads(sys.argv[1]):
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            a = prepare_server_args(argv)
-        out.append({"args": {k: getattr(a, k) for k in keys}})
-    except SystemExit as exc:
-        out.append({"exit": exc.code, "stderr": err.getvalue()[-500:]})
-print(json.dumps(out))
-"""
-
-
-def sglang_parse(*argvs: list[str]) -> list[dict[str, Any]]:
-    """Each command line through SGLang's ``prepare_server_args``, in one process (its import
-    takes seconds): the parsed arguments, or the exit status and message argparse gave."""
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "SGLANG_USE_CPU_ENGINE": "1",
-        "PYTHONPATH": str(REPO_ROOT / "sglang_cpu" / "shim"),
-        "HF_HUB_OFFLINE": "1",
-    }
-    parsed = run(
-        [str(VENV / "bin" / "python"), "-c", _SGLANG_PARSE, json.dumps(argvs)], timeout_s=180, env=env, cwd="/tmp"
-    )
-    assert parsed.returncode == 0, parsed.stderr[-1500:]
-    return list(json.loads(parsed.stdout.strip().splitlines()[-1]))
-
-
+# ---- the router's command line, through smg's parser; the engines' are in test_gpu_line.py ----
 @needs_compose
-@needs_sglang_venv
 @pytest.mark.parametrize("variant", GPU)
-def test_gpu_overlay_commands_parse_with_the_pinned_sglang_and_smg(variant):
-    """Each engine's command line, as Compose renders the overlay for a stack, goes through
-    SGLang 0.5.23's own ``prepare_server_args`` (a flag renamed upstream exits 2 here, not in
-    a user's nightly run), the router's through smg 1.13.0's ``parse_router_args``; every
-    variable the engines get is one the pinned SGLang, Mooncake or huggingface_hub reads; the
-    transport is the variant's (TCP forced, or RDMA with the host's devices)."""
+def test_gpu_overlay_routes_through_smg_and_gives_the_engines_their_transport(variant):
+    """The router's command line, as Compose renders the overlay for a stack, goes through smg
+    1.13.0's ``parse_router_args``: PD mode, decode's handshake through Toxiproxy. Each
+    engine runs SGLang's launcher with the variant's transfer backend in its entrypoint (the
+    lines themselves go through SGLang's startup in tests/test_gpu_line.py), and only RDMA
+    gets the host's devices."""
     plan = PortPlan(30000)
-    services = render(variant, plan.as_env() | {"SGLANG_IB_DEVICE": "mlx5_0" if variant == "compose-gpu-rdma" else ""})[
-        "services"
-    ]
-    site = next((VENV / "lib").glob("python3*/site-packages"))
-    read = "\n".join(p.read_text(errors="replace") for p in (site / "sglang").rglob("*.py"))
-    mooncake = b"".join(p.read_bytes() for p in (site / "mooncake").rglob("*.so"))
-    hub = "\n".join(p.read_text(errors="replace") for p in (site / "huggingface_hub").rglob("*.py"))
-    typo = [*services["prefill"]["command"], "--disaggregation-bootstrap-prt=1"]
-    # the own-stack modules' engines: suites/test_overload.py's small one, test_decode_radix_cache.py's cache
-    own = render(
-        variant,
-        plan.as_env()
-        | {
-            "ENGINE_MAX_RUNNING_REQUESTS": "2",
-            "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache",
-        },
-    )["services"]["decode"]["command"]
-    prefill, decode, refused, own_decode = sglang_parse(
-        services["prefill"]["command"], services["decode"]["command"], typo, own
-    )
-    assert (
-        own_decode.get("args", {}).get("max_running_requests") == 2
-        and own_decode["args"]["disaggregation_decode_enable_radix_cache"] is True
-    ), own_decode
-    assert decode["args"]["disaggregation_decode_enable_radix_cache"] is False, decode
-    for role, port, got in (("prefill", plan.prefill, prefill), ("decode", plan.decode, decode)):
+    services = render(variant, plan.as_env())["services"]
+    backend = "mooncake_tcp" if variant == "compose-gpu" else "mooncake"
+    for role in ("prefill", "decode"):
         svc = services[role]
-        assert svc["entrypoint"] == ["python3", "-m", "sglang.launch_server"]
-        assert "args" in got, f"{role}: {got}"
-        args = got["args"]
-        assert (
-            args["disaggregation_mode"] == role
-            and args["port"] == port
-            and args["disaggregation_transfer_backend"] == "mooncake"
-        ), args
-        assert args["nccl_port"] == (plan.prefill_dist if role == "prefill" else plan.decode_dist), args
-        assert args["enable_metrics"] and args["log_requests"] and args["skip_server_warmup"], args
-        if role == "prefill":
-            assert args["disaggregation_bootstrap_port"] == plan.prefill_bootstrap, args
-        for var in svc["environment"]:  # each read by SGLang, by Mooncake, or by huggingface_hub (HF_HUB_OFFLINE)
-            assert var in read or var.encode() in mooncake or var in hub, (
-                f"{role} sets {var}, which neither SGLang 0.5.23, Mooncake nor huggingface_hub reads"
-            )
-        if variant == "compose-gpu-rdma":  # Mooncake reads MC_FORCE_TCP's mere presence as "TCP only"
-            assert "MC_FORCE_TCP" not in svc["environment"] and args["disaggregation_ib_device"] == "mlx5_0", args
+        assert svc["entrypoint"][:4] == [
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            f"--disaggregation-transfer-backend={backend}",
+        ], svc["entrypoint"]
+        assert not any(a.startswith("--disaggregation-ib-device") for a in svc["entrypoint"] + svc["command"])
+        if variant == "compose-gpu-rdma":
             assert svc["cap_add"] == ["IPC_LOCK"] and svc["devices"][0]["source"] == "/dev/infiniband", svc
-        else:  # an empty --disaggregation-ib-device= is None to SGLang: Mooncake takes no HCA
-            assert svc["environment"]["MC_FORCE_TCP"] == "1" and args["disaggregation_ib_device"] in ("", None), args
+        else:
             assert "devices" not in svc and "cap_add" not in svc, svc
-    # the check can fail: a misspelt flag is refused, and the variable only pdsim reads is not SGLang's
-    assert refused.get("exit") == 2 and "unrecognized arguments" in refused["stderr"], refused
-    assert "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT" not in read
     router = services["router"]["command"]
     smg = run(
         [
@@ -366,6 +299,12 @@ def test_the_nightly_job_runs_the_entry_point_on_a_gpu_runner_and_keeps_its_repo
     assert upload["if"] == "always()" and upload["with"]["path"] == "reports/${{ env.PDCHAOS_RUN_ID }}/", upload
     assert steps["Nothing left behind"]["run"] == "make leftovers" and steps["Nothing left behind"]["if"] == "always()"
     assert job["env"]["PDCHAOS_TARGET"] in GPU
+    # the knobs an admin sets are the job's own (a shell export never reaches it), and a re-run
+    # keeps the first attempt's reports: each attempt names its own folder and artifact
+    from chaos.gpuhost import DEFAULT_IMAGES
+
+    assert job["env"]["SGLANG_IMAGE"] == DEFAULT_IMAGES["SGLANG_IMAGE"] and "SGLANG_MODEL" in job["env"]
+    assert "github.run_attempt" in job["env"]["PDCHAOS_RUN_ID"] and "github.run_attempt" in upload["with"]["name"]
     read = "\n".join(
         p.read_text()
         for p in [*REPO_ROOT.glob("chaos/**/*.py"), *REPO_ROOT.glob("compose/*.yaml"), *REPO_ROOT.glob("scripts/*.sh")]

@@ -128,6 +128,7 @@ def write_run_summary(run_dir: Path, results: list[dict[str, Any]], *, seed: int
     issues = [r for r in results if r["known_issue"] or r.get("known")]
     if issues:
         lines += ["", "## Known issues (strict xfail)", ""] + [line for r in issues for line in _known(r)]
+    lines += _start_failures(run_dir / "stacks")
     lines += _stacks(run_dir / "stacks")
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
 
@@ -158,6 +159,38 @@ def _stacks(folder: Path) -> list[str]:
             pinned = ", ".join(image["digests"]) or f"no registry digest (image {image['id'][:19]})"
             lines.append(f"  - {service}: `{image['ref']}` = {pinned}")
     return ["", "## Stacks", "", *lines] if lines else []
+
+
+_STOPPED = ("exited", "dead", "restarting")
+
+
+def _start_failures(folder: Path) -> list[str]:
+    """Stacks that did not start (``stacks/start-failed-*/failure.json``, kept by the stack
+    factory before the containers went): the error, then each service's state, the ones
+    that had stopped or were unhealthy first, with their last log lines."""
+    lines = []
+    for path in sorted(folder.glob("start-failed-*/failure.json")):
+        failure = json.loads(path.read_text())
+        lines += [f"### {failure['kind']} on port base {failure['port_base']}", "", f"{failure['error']}", ""]
+        services = failure["services"]
+        failed = [n for n, svc in services.items() if svc["status"] in _STOPPED or svc["health"] == "unhealthy"]
+        waiting = [n for n, svc in services.items() if svc["status"] == "created"]  # on a service that failed
+        lines.append(f"failed: {', '.join(failed) or 'no service stopped; see the error'}")
+        if waiting:
+            lines.append(f"never started (waiting on it): {', '.join(waiting)}")
+        for name in sorted(services, key=lambda n: n not in failed):
+            svc = services[name]
+            oom = ", OOM-killed" if svc["oom_killed"] else ""
+            lines += [
+                "",
+                f"- **{name}**: {svc['status']}, exit code {svc['exit_code']}{oom}"
+                f"{', health ' + svc['health'] if svc['health'] else ''}"
+                f"{', ' + svc['error'] if svc['error'] else ''}; whole log: `{path.parent.name}/{name}.log`",
+            ]
+            if name in failed:
+                lines += ["", "  ```", *(f"  {line}" for line in svc["last_lines"]), "  ```"]
+        lines.append("")
+    return ["", "## Stacks that failed to start", "", *lines] if lines else []
 
 
 def render_run(run_dir: Path) -> int:

@@ -11,10 +11,22 @@ from typing import Protocol, runtime_checkable
 
 from chaos.stack import StackInfo
 
-__all__ = ["Capability", "ENGINES", "ENGINE_LINKS", "REAL_SGLANG", "REAL_SGLANG_LINKS", "SERVICES", "Target"]
+__all__ = [
+    "Capability",
+    "ENGINES",
+    "ENGINE_LINKS",
+    "REAL_SGLANG",
+    "REAL_SGLANG_LINKS",
+    "SERVICES",
+    "START_FAILURE",
+    "Target",
+]
 
 SERVICES = ("toxiproxy", "prefill", "decode", "router")
 ENGINES = ("prefill", "decode")
+# A stack that fails to start leaves its services' logs and states here, under its state dir
+# (<service>.log, failure.json); the stack factory keeps them in the run's report.
+START_FAILURE = "start-failure"
 ENGINE_LINKS = ("kv", "control")  # engine to engine: where real engines pick their own ports, so no proxy sits
 
 

@@ -61,14 +61,16 @@ def create_proxies(info: StackInfo) -> None:
 
 
 def warm_up(info: StackInfo, *, timeout_s: float) -> None:
-    """One real request through the client's endpoint, as a user's first request would go."""
+    """Real requests through the client's endpoint, as a user's first ones would go: one per
+    prompt length of the stack's ``warm_up_words``, each retried until it succeeds."""
     url = f"{info.endpoints['client']}/generate"
-    body = {"text": "pdchaos warm-up", "sampling_params": {"max_new_tokens": 2}}
+    for words in info.config.get("warm_up_words") or [2]:
+        body: dict[str, object] = {"text": " ".join(["warm-up"] * int(words)), "sampling_params": {"max_new_tokens": 2}}
 
-    def ok() -> bool:
-        return PROBE.post(url, json=body, timeout=HTTP_CALL_S).status_code == 200
+        def ok(body: dict[str, object] = body) -> bool:
+            return PROBE.post(url, json=body, timeout=max(HTTP_CALL_S, timeout_s / 4)).status_code == 200
 
-    wait_until(ok, timeout_s=timeout_s, what=f"a request through {url} succeeds", interval_s=0.2)
+        wait_until(ok, timeout_s=timeout_s, what=f"a {words}-word request through {url} succeeds", interval_s=0.2)
 
 
 def served_model(info: StackInfo) -> str:

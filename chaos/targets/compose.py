@@ -12,6 +12,7 @@ stack on the same ``--port-base``, and the suites cannot tell the two apart.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
 from datetime import datetime, timezone
@@ -27,13 +28,14 @@ from chaos.ports import ensure_free
 from chaos.procs import run
 from chaos.shm import remove_orphans
 from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
-from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, Capability
+from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, START_FAILURE, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
+from chaos.targets.docker_logs import ContainerLog
 from chaos.targets.sglang_cpu import LAUNCHER, PACKET_CAPABILITIES, PACKET_LINKS, SGLANG_HOME, sglang_packet_link
 from chaos.tools import REPO_ROOT
 from chaos.wait import STATE_CHANGE_S, wait_until
 
-__all__ = ["ComposeStack", "VARIANTS"]
+__all__ = ["ComposeStack", "VARIANTS", "compose_env", "rendered"]
 
 COMPOSE_DIR = REPO_ROOT / "compose"
 
@@ -62,6 +64,7 @@ VARIANTS: dict[str, Variant] = {
     "compose-gpu-rdma": Variant(("gpu.yaml", "gpu-rdma.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
 }
 _CLI_TIMEOUT_S = 60.0
+LAST_LINES = 20
 _STOP_GRACE_S = 2
 
 
@@ -74,6 +77,23 @@ def _docker() -> Any:
     except Exception as exc:  # docker.errors.DockerException and connection errors
         raise ConfigError(f"no Docker engine reachable ({exc}); run scripts/docker-setup.sh") from exc
     return client
+
+
+def rendered(
+    variant: str, env: dict[str, str], project: str = "pdchaos-render", compose_dir: Path = COMPOSE_DIR
+) -> dict[str, Any]:
+    """The merged Compose model of ``variant`` for these variables (`docker compose config`),
+    as `up` would run it: what the gpu-on-cpu target starts, and what the tests read."""
+    argv = ["docker", "compose", "-p", project]
+    for f in ("stack.yaml", *VARIANTS[variant].overlays):
+        argv += ["-f", str(compose_dir / f)]
+    try:
+        out = run([*argv, "config", "--format", "json"], timeout_s=_CLI_TIMEOUT_S, env=os.environ | env)
+    except FileNotFoundError as exc:
+        raise ConfigError("the docker CLI is not installed; run scripts/docker-setup.sh") from exc
+    if out.returncode != 0:
+        raise ConfigError(f"`docker compose config` of {variant} failed: {out.stderr.strip()[-500:]}")
+    return dict(json.loads(out.stdout))
 
 
 def compose_env(cfg: StackConfig) -> dict[str, str]:
@@ -129,6 +149,7 @@ class ComposeStack:
         self.capabilities = VARIANTS[info.kind].capabilities
         self.packet_links = VARIANTS[info.kind].packet_links
         self._client: Any = None
+        self._logs: dict[str, ContainerLog] = {}
 
     # ---- bring up / attach / down ---------------------------------------------------------
     @classmethod
@@ -157,11 +178,39 @@ class ComposeStack:
             warm_up(info, timeout_s=cfg.startup_timeout_s)
             info.config["compose"]["images"] = stack._images()
             info.save()
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception):  # not on Ctrl-C: then only the teardown matters
+                with contextlib.suppress(Exception):
+                    stack.keep_start_failure(cfg.state_dir / START_FAILURE, exc)
             with contextlib.suppress(Exception):
                 stack.down()
             raise
         return stack
+
+    def keep_start_failure(self, folder: Path, exc: BaseException) -> None:
+        """What a first night needs when the stack does not start, written before the
+        containers are removed: each container's whole log (``<service>.log``) and its state
+        (status, exit code, OOM kill, health) in ``failure.json``, with its last lines."""
+        folder.mkdir(parents=True, exist_ok=True)
+        services = {}
+        for service in (*SERVICES, "netns"):
+            try:
+                c = self._container(service)
+            except TargetError:
+                continue
+            log = bytes(c.logs(stdout=True, stderr=True)).decode(errors="replace")
+            (folder / f"{service}.log").write_text(log)
+            state = c.attrs["State"]
+            services[service] = {
+                "status": state.get("Status"),
+                "exit_code": state.get("ExitCode"),
+                "oom_killed": state.get("OOMKilled"),
+                "error": state.get("Error") or "",
+                "health": (state.get("Health") or {}).get("Status"),
+                "last_lines": log.splitlines()[-LAST_LINES:],
+            }
+        failure = {"kind": self.info.kind, "port_base": self.info.port_base, "error": str(exc), "services": services}
+        (folder / "failure.json").write_text(json.dumps(failure, indent=2))
 
     @classmethod
     def attach(cls, state_dir: Path) -> "ComposeStack":
@@ -211,7 +260,14 @@ class ComposeStack:
     def down(self) -> None:
         """Remove the project's containers (and nothing else: host networking makes no
         network), and the files its engines left in the host's ``/dev/shm``, if they used it."""
-        self._compose("down", "-t", str(_STOP_GRACE_S), "--remove-orphans")
+        # a GPU engine's container goes only once its device memory is back: its state-change time
+        self._compose(
+            "down",
+            "-t",
+            str(_STOP_GRACE_S),
+            "--remove-orphans",
+            timeout_s=max(_CLI_TIMEOUT_S, 2 * self.info.state_change_s),
+        )
         if VARIANTS[self.info.kind].host_ipc:
             remove_orphans(since=self.info.created - 1.0)
         with contextlib.suppress(FileNotFoundError):
@@ -275,7 +331,7 @@ class ComposeStack:
         c.kill()  # SIGKILL to the container's init: everything in it dies
         wait_until(
             lambda: not self.is_running(service),
-            timeout_s=STATE_CHANGE_S,
+            timeout_s=self.info.state_change_s,
             what=f"{service} container exited after SIGKILL",
         )
 
@@ -290,11 +346,17 @@ class ComposeStack:
         if c.status != "running":
             raise TargetError(f"{service} was not running ({c.status})")
         _pause(c)
-        wait_until(lambda: self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} container paused")
+        wait_until(
+            lambda: self.is_frozen(service), timeout_s=self.info.state_change_s, what=f"{service} container paused"
+        )
 
     def thaw(self, service: str) -> None:
         self._container(service).unpause()
-        wait_until(lambda: not self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} container unpaused")
+        wait_until(
+            lambda: not self.is_frozen(service),
+            timeout_s=self.info.state_change_s,
+            what=f"{service} container unpaused",
+        )
 
     def restart(self, service: str) -> None:
         """Stop (or find dead) the container, start it again, wait until ready."""
@@ -302,7 +364,12 @@ class ComposeStack:
         self._wait_ready(service)
 
     def logs(self, service: str) -> str:
-        return bytes(self._container(service).logs(stdout=True, stderr=True)).decode(errors="replace")
+        """The container's whole log, of which only what is new crosses the Docker API."""
+        c = self._container(service)
+        kept = self._logs.get(service)
+        if kept is None or kept.container_id != c.id:  # a new container (`up` recreates them): a new log
+            kept = self._logs[service] = ContainerLog(c.id)
+        return kept.read(c)
 
     def _logs_since_start(self, service: str) -> str:
         """The container's log since its latest start (a restart keeps the container, and its log)."""

@@ -26,7 +26,7 @@ from chaos.targets.base import ENGINES, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
 from chaos.tools import smg_binary, toxiproxy_binary
 from chaos.toxiproxy import ToxiproxyClient
-from chaos.wait import STATE_CHANGE_S, wait_until
+from chaos.wait import wait_until
 
 __all__ = ["EmbeddedStack"]
 
@@ -292,7 +292,9 @@ class EmbeddedStack:
         pid = self.pid(service)
         if not signal_group(pid, signal.SIGKILL):
             raise TargetError(f"{service} (pid {pid}) was not running")
-        wait_until(lambda: not alive(pid), timeout_s=STATE_CHANGE_S, what=f"{service} (pid {pid}) gone after SIGKILL")
+        wait_until(
+            lambda: not alive(pid), timeout_s=self.info.state_change_s, what=f"{service} (pid {pid}) gone after SIGKILL"
+        )
 
     def terminate(self, service: str) -> None:
         pid = self.pid(service)
@@ -305,13 +307,19 @@ class EmbeddedStack:
         pid = self.pid(service)
         if not signal_group(pid, signal.SIGSTOP):
             raise TargetError(f"{service} (pid {pid}) was not running")
-        wait_until(lambda: self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} (pid {pid}) in state T")
+        wait_until(
+            lambda: self.is_frozen(service),
+            timeout_s=self.info.state_change_s,
+            what=f"{service} (pid {pid}) in state T",
+        )
 
     def thaw(self, service: str) -> None:
         pid = self.pid(service)
         signal_group(pid, signal.SIGCONT)
         wait_until(
-            lambda: not self.is_frozen(service), timeout_s=STATE_CHANGE_S, what=f"{service} (pid {pid}) out of state T"
+            lambda: not self.is_frozen(service),
+            timeout_s=self.info.state_change_s,
+            what=f"{service} (pid {pid}) out of state T",
         )
 
     def restart(self, service: str) -> None:

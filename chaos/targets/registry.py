@@ -2,6 +2,7 @@
 
 embedded      local processes: Toxiproxy, pdsim prefill and decode, smg
 sglang-cpu    local processes: Toxiproxy, real SGLang prefill and decode on CPU, smg
+gpu-on-cpu    sglang-cpu whose engines run compose-gpu's own command lines, swapped for CPU
 compose       the same as containers: compose/stack.yaml + compose/cpu.yaml
 compose-sglang-cpu  real SGLang on CPU as containers: compose/stack.yaml + compose/sglang-cpu.yaml
 compose-gpu   real SGLang on GPUs: compose/stack.yaml + compose/gpu.yaml (Mooncake over TCP)
@@ -27,10 +28,26 @@ if TYPE_CHECKING:
 
 __all__ = ["LOCAL", "TARGETS", "TargetChoice", "load_target"]
 
-TARGETS = ("embedded", "sglang-cpu", "compose", "compose-sglang-cpu", "compose-gpu", "compose-gpu-rdma", "attach")
-LOCAL = ("embedded", "sglang-cpu")  # targets run as local processes
+TARGETS = (
+    "embedded",
+    "sglang-cpu",
+    "gpu-on-cpu",
+    "compose",
+    "compose-sglang-cpu",
+    "compose-gpu",
+    "compose-gpu-rdma",
+    "attach",
+)
+LOCAL = ("embedded", "sglang-cpu", "gpu-on-cpu")  # targets run as local processes
 GPU = ("compose-gpu", "compose-gpu-rdma")  # targets whose engines take GPUs from the run's pool
 GPU_STARTUP_TIMEOUT_S = 900.0
+# a SIGKILLed GPU engine's container exits once the driver has taken back its device memory
+# (about 40 GB at the default memory fraction on an 80 GB GPU): tens of seconds, not one
+GPU_STATE_CHANGE_S = 90.0
+# the suites' shortest served prompt, and their longest (suites/test_idle_watchdog.py's
+# 1500 words): kernels compiled on first use for each are compiled at warm-up, into the
+# kept JIT cache, not inside a 3 s bootstrap or 6 s waiting timeout
+GPU_WARM_UP_WORDS = (2, 1500)
 GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # compose/gpu.yaml's default SGLANG_MODEL
 
 
@@ -106,6 +123,8 @@ class TargetChoice:
                 cfg.startup_timeout_s, GPU_STARTUP_TIMEOUT_S
             ),  # SGLang loads a model and captures CUDA graphs first
             restart_s=max(cfg.restart_s, GPU_STARTUP_TIMEOUT_S),
+            state_change_s=max(cfg.state_change_s, GPU_STATE_CHANGE_S),
+            warm_up_words=GPU_WARM_UP_WORDS,
             model=os.environ.get("SGLANG_MODEL", GPU_DEFAULT_MODEL),  # gpu.yaml serves it under this name
             inflight_watchdog=False,  # upstream SGLang has none
             gpus=self.gpu_pool.take(holder),
@@ -144,6 +163,10 @@ def _local_class(name: str) -> "type[EmbeddedStack]":
         from chaos.targets.sglang_cpu import SGLangCPUStack
 
         return SGLangCPUStack
+    if name == "gpu-on-cpu":
+        from chaos.targets.gpu_on_cpu import GpuOnCpuStack
+
+        return GpuOnCpuStack
     from chaos.targets.embedded import EmbeddedStack
 
     return EmbeddedStack

@@ -176,8 +176,8 @@ class SGLangCPUStack(EmbeddedStack):
         finally:
             remove_orphans(since=self.info.created - 1.0)
 
-    @staticmethod
-    def _engine_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
+    @classmethod
+    def _engine_specs(cls, cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
         """Each engine by ``sglang_cpu/launch.py`` (its flags and variables, shared with
         compose/sglang-cpu.yaml) under the SGLang venv's interpreter; and the bridge, which
         makes their namespace: it exports their HTTP ports and prefill's bootstrap server to
@@ -190,9 +190,9 @@ class SGLangCPUStack(EmbeddedStack):
             "--import",
             str(ports.bootstrap),
         )
-        return (
-            {"bridge": ProcSpec("bridge", bridge, {}, logs / "bridge.log")} if _NETNS else {}
-        ) | SGLangCPUStack._sglang_specs(cfg, ports, logs)
+        return ({"bridge": ProcSpec("bridge", bridge, {}, logs / "bridge.log")} if _NETNS else {}) | cls._sglang_specs(
+            cfg, ports, logs
+        )
 
     @staticmethod
     def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
