@@ -17,7 +17,7 @@ from chaos.history import History
 from chaos.limits import activity
 from chaos.reports.logs import LogCursor, capture_logs, save_logs
 from chaos.reports.summary import result_of, write_test_report
-from chaos.router_health import wait_out_failed_checks
+from chaos.router_health import close_breakers, wait_out_failed_checks
 from chaos.run_report import add_result, outcome_of, run_dir
 from chaos.sampler import Sampler, metrics_urls
 from chaos.scenario import Scenario
@@ -147,8 +147,9 @@ def ensure_steady(stack: Target) -> str:
     """Wait until the target serves a request (steady state), within its recovery bound, so
     that one test's aftermath (say, an open circuit breaker) never leaks into the next one;
     a target that does not is a ``TargetError``. Where smg's health checks failed since the
-    last test, also until the check in flight at the heal has landed and passed
-    (``chaos.router_health``). Returns the served model's name."""
+    last test, also until the check in flight at the heal has landed and passed, and until
+    every circuit breaker of smg's is closed again (``chaos.router_health``). Returns the
+    served model's name."""
     model = served_model(stack.info)
     scratch = Workload(stack.info.endpoints["client"], History(), 0, model=model)
     recovery_s = Bounds.of(stack.info).recovery_s
@@ -156,6 +157,11 @@ def ensure_steady(stack: Target) -> str:
         reply = scratch.probe_until_ok(within_s=recovery_s)
         if reply.ok and "router_metrics" in stack.info.endpoints:
             wait_out_failed_checks(stack.info.endpoints["router_metrics"], timeout_s=recovery_s)
+            close_breakers(
+                stack.info.endpoints["router_metrics"],
+                lambda: scratch.probe_until_ok(within_s=recovery_s),
+                timeout_s=recovery_s,
+            )
     if not reply.ok:
         raise TargetError(
             f"target not in steady state before the test: last probe {reply.outcome.value} {reply.error[:200]}"

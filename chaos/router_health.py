@@ -10,16 +10,19 @@ request for 3 s). A probe that succeeds does not show that; smg's counters do.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.wait import HTTP_CALL_S, PROBE, wait_until
 
-__all__ = ["HealthChecks", "read_health_checks", "wait_out_failed_checks"]
+__all__ = ["HealthChecks", "close_breakers", "read_health_checks", "unclosed_breakers", "wait_out_failed_checks"]
 
 _CHECKS = "smg_worker_health_checks_total"  # counter by worker_type and result
 _HEALTH = "smg_worker_health"  # gauge by worker: 1 healthy, 0 not
+_BREAKER = "smg_worker_cb_state"  # gauge by worker: 0 closed, 1 open, 2 half-open (smg's metrics.rs)
+_BREAKER_STATES = {1.0: "open", 2.0: "half-open"}
 
 
 @dataclass(frozen=True)
@@ -90,3 +93,35 @@ def wait_out_failed_checks(metrics_url: str, *, timeout_s: float) -> None:
             or start
         )
     _last_seen[metrics_url] = last
+
+
+def unclosed_breakers(metrics_url: str) -> dict[str, str]:
+    """smg's circuit breakers that are not closed now: worker URL -> open or half-open."""
+    page = PROBE.get(metrics_url, timeout=HTTP_CALL_S).text
+    return {
+        s.labels.get("worker", "?"): _BREAKER_STATES.get(s.value, str(s.value))
+        for family in text_string_to_metric_families(page)
+        for s in family.samples
+        if s.name == _BREAKER and s.value != 0
+    }
+
+
+def close_breakers(metrics_url: str, probe: Callable[[], object], *, timeout_s: float) -> None:
+    """Until every circuit breaker of smg's is closed, sending a probe while one is not. A
+    breaker a test left open or half-open is the next test's premise otherwise: smg 1.13 closes
+    a half-open breaker only after consecutive successes, so with no traffic it stays half-open
+    for good, and the next test's first failure opens it again at once (a kv_link test left
+    prefill's half-open, and the retry-budget test after it saw "No available prefill workers
+    (all circuits open or unhealthy)" at its first failure, never a retry). A page that cannot
+    be read is no evidence either way: no wait. ``TargetError`` after ``timeout_s``."""
+
+    def closed() -> bool:
+        try:
+            if not unclosed_breakers(metrics_url):
+                return True
+        except httpx.HTTPError:
+            return True
+        probe()  # successes are what close a half-open breaker
+        return False
+
+    wait_until(closed, timeout_s=timeout_s, what="every smg circuit breaker closed", interval_s=0.2)

@@ -29,7 +29,11 @@ LONG_REPLY = 1000  # tokens: still streaming when the abort comes, on every targ
 
 def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, faults, bounds):
     d = bounds.patient(stall_s=bounds.recovery_s)
-    scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))
+    scenario.judge(
+        v.every_request_terminal(within_s=d.ends_within_s),
+        v.failed_requests_are_clean(phase=Phase.FAULT),
+        v.backstops_stay_idle(phase=Phase.FAULT),  # decode's abort is the only path that acted
+    )
     theirs = workload.openai_background([f"fable {i}" for i in range(PER_CLIENT)], max_tokens=LONG_REPLY, deadlines=d)
     ours = workload.background(
         [workload.chat(f"tale {i}", max_tokens=LONG_REPLY, ignore_eos=True, stream=True) for i in range(PER_CLIENT)],

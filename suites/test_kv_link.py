@@ -79,7 +79,7 @@ def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bound
 def test_kv_link_down_fails_both_legs_at_once(scenario, workload, faults, bounds):
     """Prefill cannot connect to decode: it fails the room at once and must tell decode,
     which would otherwise hold the slot until its waiting timeout."""
-    scenario.judge(v.failed_requests_are_clean(within_s=bounds.abort_s))
+    scenario.judge(v.failed_requests_are_clean(within_s=bounds.abort_s), v.backstops_stay_idle(phase=Phase.FAULT))
     with faults.down("kv"):
         workload.conversations(agents=3, rounds=1, deadlines=_deadlines(bounds)).run()
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -83,6 +83,7 @@ def test_a_failing_request_reaches_prefill_at_most_the_retry_budget(scenario, wo
         amplification_at_most(bounds.router_max_retries, phase=Phase.FAULT),
         v.every_request_terminal(within_s=d.ends_within_s),
         v.failed_requests_are_clean(),
+        v.backstops_stay_idle(phase=Phase.FAULT),  # each attempt refused by the link, never timed out
     )
     with faults.down("kv"):  # non-streaming: smg can retry a request whose answer has not begun
         workload.background([workload.chat(f"retry me {i}", max_tokens=8) for i in range(REQUESTS)], deadlines=d).join()

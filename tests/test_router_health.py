@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from chaos.errors import TargetError
-from chaos.router_health import read_health_checks, wait_out_failed_checks
+from chaos.router_health import close_breakers, read_health_checks, unclosed_breakers, wait_out_failed_checks
 
 
 def page(*, decode_ok: int, decode_failed: int, decode_healthy: int = 1) -> str:
@@ -96,3 +96,31 @@ def test_a_router_that_never_passes_a_check_again_is_a_target_error(router):
     pages.pages = [page(decode_ok=1, decode_failed=4, decode_healthy=0)]
     with pytest.raises(TargetError, match="decode health check passed"):
         wait_out_failed_checks(url, timeout_s=0.5)
+
+
+def breakers(prefill: int, decode: int = 0) -> str:
+    """smg 1.13's breaker gauges (0 closed, 1 open, 2 half-open) as its /metrics page shows them."""
+    return f"""# TYPE smg_worker_cb_state gauge
+smg_worker_cb_state{{worker="http://127.0.0.1:1004"}} {prefill}
+smg_worker_cb_state{{worker="http://127.0.0.1:1009"}} {decode}
+"""
+
+
+def test_a_half_open_breaker_is_probed_until_it_closes(router):
+    """What a kv_link test left: prefill's breaker half-open. Probes go out while it is not
+    closed (successes are what close it), none once it is."""
+    url, pages = router
+    pages.pages = [breakers(2), breakers(2), breakers(0)]
+    probes: list[int] = []
+    close_breakers(url, lambda: probes.append(1), timeout_s=5)
+    assert len(probes) == 2 and pages.served == 3
+    assert unclosed_breakers(url) == {}
+    pages.pages, pages.served = [breakers(1, 2)], 0
+    assert unclosed_breakers(url) == {"http://127.0.0.1:1004": "open", "http://127.0.0.1:1009": "half-open"}
+
+
+def test_a_breaker_that_never_closes_is_a_target_error(router):
+    url, pages = router
+    pages.pages = [breakers(1)]
+    with pytest.raises(TargetError, match="every smg circuit breaker closed"):
+        close_breakers(url, lambda: None, timeout_s=0.5)
