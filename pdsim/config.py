@@ -40,6 +40,9 @@ class EngineConfig:
     kv_port: int = 0
     kv_advertise: str = ""
     prefill_s_per_token: float = 0.0005
+    # a forward's step, in tokens across its batch (SGLang's --chunked-prefill-size): between
+    # steps a room decode aborted leaves the batch, its KV freed
+    prefill_chunk_tokens: int = 2048
     decode_s_per_step: float = 0.01
     kv_bytes_per_token: int = 256
     kv_chunk_bytes: int = 65536

@@ -271,9 +271,27 @@ class PrefillEngine(Engine):
 
     # ---- forward and transfer --------------------------------------------------------------
     async def _forward(self, batch: list[Req]) -> None:
+        """The batch's prompts, forwarded in steps of ``prefill_chunk_tokens``, as SGLang's
+        chunked prefill does: between steps a room whose transfer failed meanwhile (decode
+        aborted it) leaves, its KV freed and its request failed (SGLang's
+        ``process_prefill_chunk`` -> ``handle_bootstrap_failure``); the rest go on."""
         start = time.monotonic()
+        left = {req.rid: req.prompt_tokens for req in batch}
         try:
-            await asyncio.sleep(sum(r.prompt_tokens for r in batch) * self.cfg.prefill_s_per_token)
+            while any(left.values()):
+                budget = self.cfg.prefill_chunk_tokens
+                step = 0
+                for req in batch:
+                    take = min(left[req.rid], budget - step)
+                    left[req.rid] -= take
+                    step += take
+                await asyncio.sleep(step * self.cfg.prefill_s_per_token)
+                for req in [r for r in batch if left[r.rid] and not r.leaked and r.status.poll is KVPoll.Failed]:
+                    batch.remove(req)
+                    left[req.rid] = 0
+                    self.free(req.prompt_tokens)
+                    self.metrics.count_failure(bootstrap=True)
+                    self._fail(req, "Prefill bootstrap failed", time.monotonic())
         finally:
             self.forwarding = []
         now = time.monotonic()

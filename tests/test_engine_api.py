@@ -214,3 +214,26 @@ def test_extra_fields_from_smg_are_accepted(stack):
         },
     )
     assert legs["decode"].status == 200
+
+
+def test_a_room_decode_aborts_mid_forward_leaves_prefills_batch_between_chunks(stack):
+    """Prefill forwards in steps of ``prefill_chunk_tokens`` (SGLang's chunked prefill); a room
+    decode aborts meanwhile leaves at the next step, its KV freed, instead of holding it
+    until its whole forward is done (9000 words: 9 s at the stack's 1 ms a token)."""
+    import threading
+    import time
+
+    from chaos.wait import wait_until
+    from tests.pdpair import gauge
+
+    body = {"text": "word " * 9000, "sampling_params": {"max_new_tokens": 2}}
+    leg = threading.Thread(target=send, args=(stack, "/generate", body), kwargs={"timeout_s": 20}, daemon=True)
+    leg.start()
+    wait_until(lambda: gauge(stack, "prefill", "num_running_reqs") == 1, timeout_s=5, what="prefill forwarding it")
+    aborted = time.monotonic()
+    httpx.post(stack.info.endpoints["decode"] + "/abort_request", json={"abort_all": True}, timeout=5)
+    wait_until(lambda: gauge(stack, "prefill", "num_used_tokens") == 0, timeout_s=6, what="prefill freed the room")
+    freed_s = time.monotonic() - aborted
+    leg.join(timeout=20)
+    step_s = 2048 * 0.001  # one step of the stack's prefill: the longest an aborted room waits
+    assert freed_s < step_s + 1.0, f"prefill held the aborted room {freed_s:.1f}s"
