@@ -363,12 +363,16 @@ def _cached(env: dict[str, str]) -> tuple[Path, list[Path], list[Path]]:
     return snapshots, configs, weights
 
 
+def _size_gb(weights: list[Path]) -> float:
+    return sum(p.stat().st_size for p in weights) / 1e9
+
+
 def _weights_gb(env: dict[str, str]) -> float | None:
     """The cached model's weights in GB, or None when they are not all there."""
     _, configs, weights = _cached(env)
     if not configs or not weights or not all(p.exists() for p in weights):
         return None
-    return sum(p.stat().st_size for p in weights) / 1e9
+    return _size_gb(weights)
 
 
 def _model(env: dict[str, str]) -> list[Check]:
@@ -394,7 +398,7 @@ def _model(env: dict[str, str]) -> list[Check]:
     broken = [p.name for p in weights if not p.exists()]  # a symlink to a blob a cleanup removed
     if broken:
         return [Check("model", MISSING, f"{model}: weights {', '.join(broken[:3])} point at missing blobs", fetch)]
-    return [Check("model", OK, f"{model} in {cache}: {len(weights)} weight file(s), {_weights_gb(env) or 0:.1f} GB")]
+    return [Check("model", OK, f"{model} in {cache}: {len(weights)} weight file(s), {_size_gb(weights):.1f} GB")]
 
 
 def _disk(host: Host, docker_root: str, env: dict[str, str]) -> list[Check]:

@@ -26,7 +26,6 @@ from chaos.gpuhost import cuda_major_of_tag, wheel_cuda_major
 from chaos.procs import run
 from chaos.stack import PortPlan, StackConfig
 from chaos.stack_factory import StackFactory
-from chaos.targets.compose import compose_env, rendered
 from chaos.targets.gpu_on_cpu import gpu_lines
 from chaos.targets.registry import TargetChoice
 from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
@@ -62,12 +61,7 @@ def field(flag: str) -> str:
 
 def lines(variant: str, **env: str) -> dict[str, tuple[list[str], dict[str, str]]]:
     """The engine lines ``variant`` renders for a stack, serving the tiny model's name."""
-    cfg = StackConfig(port_base=30000, model=MODEL_NAME)
-    model = rendered(variant, compose_env(cfg) | {"SGLANG_MODEL": MODEL_NAME} | env)
-    return {
-        role: ([*map(str, svc["entrypoint"][3:]), *map(str, svc["command"])], dict(svc.get("environment") or {}))
-        for role, svc in ((r, model["services"][r]) for r in ("prefill", "decode"))
-    }
+    return gpu_lines(StackConfig(port_base=30000, model=MODEL_NAME), variant, **env)
 
 
 # ---- SGLang's whole startup resolution, short of a device ----------------------------------

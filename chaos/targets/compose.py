@@ -198,7 +198,7 @@ class ComposeStack:
                 c = self._container(service)
             except TargetError:
                 continue
-            log = bytes(c.logs(stdout=True, stderr=True)).decode(errors="replace")
+            log = self.logs(service)
             (folder / f"{service}.log").write_text(log)
             state = c.attrs["State"]
             services[service] = {

@@ -20,7 +20,7 @@ from chaos.procs import ProcSpec
 from chaos.stack import PortPlan, StackConfig
 from chaos.targets.compose import compose_env, rendered
 from chaos.targets.registry import GPU_WARM_UP_WORDS
-from chaos.targets.sglang_cpu import SGLANG_HOME, SGLangCPUStack
+from chaos.targets.sglang_cpu import LOCAL_ENGINE_ENV, SGLANG_HOME, SGLangCPUStack
 from sglang_cpu.launch import cpu_environment, on_cpu
 
 __all__ = ["GPU_VARIANT", "GpuOnCpuStack", "gpu_lines"]
@@ -29,11 +29,11 @@ GPU_VARIANT = "compose-gpu"  # Mooncake over TCP: RDMA needs an HCA (its lines a
 _LAUNCH = ("-m", "sglang.launch_server")
 
 
-def gpu_lines(cfg: StackConfig, variant: str = GPU_VARIANT) -> dict[str, tuple[list[str], dict[str, str]]]:
+def gpu_lines(cfg: StackConfig, variant: str = GPU_VARIANT, **env: str) -> dict[str, tuple[list[str], dict[str, str]]]:
     """Each engine's arguments after ``python3 -m sglang.launch_server`` (its entrypoint's own
     flags first, then its command) and its environment, as Compose renders ``variant`` for
-    this stack, serving ``cfg.model``."""
-    model = rendered(variant, compose_env(cfg) | {"SGLANG_MODEL": cfg.model}, f"pdchaos-{cfg.port_base}")
+    this stack, serving ``cfg.model``; ``env``, what an admin sets besides (SGLANG_IB_DEVICE)."""
+    model = rendered(variant, compose_env(cfg) | {"SGLANG_MODEL": cfg.model} | env, f"pdchaos-{cfg.port_base}")
     lines = {}
     for role in ("prefill", "decode"):
         svc = model["services"][role]
@@ -57,10 +57,9 @@ class GpuOnCpuStack(SGLangCPUStack):
     @staticmethod
     def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
         python = str(SGLANG_HOME / "venv" / "bin" / "python")  # the image's python3, here the venv's
-        base = SGLangCPUStack._sglang_specs(cfg, ports, logs)  # the library path Mooncake needs
         specs = {}
         for role, (argv, env) in gpu_lines(cfg).items():
-            engine_env = cpu_environment(role, base[role].env | env)
+            engine_env = cpu_environment(role, LOCAL_ENGINE_ENV | env)
             specs[role] = ProcSpec(
                 role,
                 (python, *_LAUNCH, *on_cpu(argv, role, str(SGLANG_HOME / "model"))),

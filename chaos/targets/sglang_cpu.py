@@ -45,6 +45,7 @@ from chaos.wait import HTTP_CALL_S, wait_until
 
 __all__ = [
     "LAUNCHER",
+    "LOCAL_ENGINE_ENV",
     "MODEL_NAME",
     "PACKET_CAPABILITIES",
     "PACKET_LINKS",
@@ -57,6 +58,13 @@ __all__ = [
 ]
 
 SGLANG_HOME = REPO_ROOT / ".tools" / "sglang"
+# What an engine run here from the SGLang venv needs of its environment, on any command line
+LOCAL_ENGINE_ENV = {
+    "PYTHONPATH": "",  # nothing of the rig's environment on the engines' path: the launcher puts the shim there
+    "LD_LIBRARY_PATH": ":".join(
+        str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")
+    ),  # libibverbs, libnl for Mooncake
+}
 LAUNCHER = REPO_ROOT / "sglang_cpu" / "launch.py"  # the engines' flags and environment, for this target and Compose
 MODEL_NAME = "pdchaos/tiny-qwen2"
 
@@ -196,12 +204,7 @@ class SGLangCPUStack(EmbeddedStack):
 
     @staticmethod
     def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
-        env = cfg.timeouts.to_env(inflight_watchdog=cfg.inflight_watchdog) | {
-            "PYTHONPATH": "",  # nothing of the rig's environment on the engines' path: the launcher puts the shim there
-            "LD_LIBRARY_PATH": ":".join(
-                str(SGLANG_HOME / "root" / d / "x86_64-linux-gnu") for d in ("usr/lib", "lib")
-            ),  # libibverbs, libnl for Mooncake
-        }
+        env = cfg.timeouts.to_env(inflight_watchdog=cfg.inflight_watchdog) | LOCAL_ENGINE_ENV
         common = (str(SGLANG_HOME / "venv" / "bin" / "python"), str(LAUNCHER))
         model = (
             "--model-path",
