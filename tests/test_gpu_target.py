@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from chaos.errors import ConfigError
 from chaos.gpus import GpuPool
@@ -266,19 +267,41 @@ def test_the_model_cache_is_never_mounted_empty_and_kernels_outlive_the_containe
 
 # ---- the nightly job ----------------------------------------------------------------------
 WORKFLOW = REPO_ROOT / ".github" / "workflows" / "nightly-gpu.yml"
+CPU_WORKFLOW = REPO_ROOT / ".github" / "workflows" / "nightly-cpu.yml"
 ACTIONLINT = REPO_ROOT / ".tools" / "bin" / "actionlint"
 
 
 @pytest.mark.skipif(not ACTIONLINT.exists(), reason="actionlint not built: run `make setup`")
-def test_the_nightly_job_is_a_valid_workflow_and_actionlint_would_say_otherwise(tmp_path):
-    ok = run([str(ACTIONLINT), str(WORKFLOW)], timeout_s=60, cwd=REPO_ROOT)
+@pytest.mark.parametrize("workflow", [WORKFLOW, CPU_WORKFLOW], ids=lambda p: p.stem)
+def test_the_nightly_job_is_a_valid_workflow_and_actionlint_would_say_otherwise(tmp_path, workflow):
+    ok = run([str(ACTIONLINT), str(workflow)], timeout_s=60, cwd=REPO_ROOT)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    broken = tmp_path / ".github" / "workflows" / "nightly-gpu.yml"
+    broken = tmp_path / ".github" / "workflows" / workflow.name
     broken.parent.mkdir(parents=True)
     shutil.copy(REPO_ROOT / ".github" / "actionlint.yaml", broken.parent.parent)
-    broken.write_text(WORKFLOW.read_text().replace("timeout-minutes: 240", "timeout-minutes: [240]"))
+    minutes = yaml.safe_load(workflow.read_text())["jobs"]["suites"]["timeout-minutes"]
+    broken.write_text(workflow.read_text().replace(f"timeout-minutes: {minutes}", f"timeout-minutes: [{minutes}]"))
     bad = run([str(ACTIONLINT), str(broken)], timeout_s=60, cwd=tmp_path)
     assert bad.returncode == 1 and "timeout-minutes" in bad.stdout, bad.stdout + bad.stderr
+
+
+def test_the_nightly_cpu_job_runs_the_suites_on_sglang_cpu_shuffled_by_a_seed_it_names():
+    """Issue 38: a test's premise must not depend on what ran before it, so every night the
+    suites run against real SGLang on CPU in an order drawn from a seed the job names (the
+    run's number, or one given by hand), reports kept whatever happened, nothing left behind."""
+    job_file = yaml.safe_load(CPU_WORKFLOW.read_text())
+    triggers = job_file[True]
+    assert "seed" in triggers["workflow_dispatch"]["inputs"] and len(triggers["schedule"][0]["cron"].split()) == 5
+    (job,) = job_file["jobs"].values()
+    steps = {step.get("name", step.get("uses", "")): step for step in job["steps"]}
+    (suites,) = [step["run"] for step in steps.values() if "make suites-sglang" in step.get("run", "")]
+    assert "--shuffle --seed $SHUFFLE_SEED" in suites
+    assert "github.run_number" in job["env"]["SHUFFLE_SEED"] and "inputs.seed" in job["env"]["SHUFFLE_SEED"]
+    upload = next(step for step in steps.values() if step.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["if"] == "always()" and upload["with"]["path"] == "reports/${{ env.PDCHAOS_RUN_ID }}/", upload
+    assert steps["Nothing left behind"]["run"] == "make leftovers" and steps["Nothing left behind"]["if"] == "always()"
+    targets = run(["make", "-n", "suites-sglang", "PYTEST_ARGS=--shuffle --seed 3"], timeout_s=30, cwd=REPO_ROOT)
+    assert "--target sglang-cpu --shuffle --seed 3" in targets.stdout, targets.stdout + targets.stderr
 
 
 def test_the_nightly_job_runs_the_entry_point_on_a_gpu_runner_and_keeps_its_reports():
@@ -286,8 +309,6 @@ def test_the_nightly_job_runs_the_entry_point_on_a_gpu_runner_and_keeps_its_repo
     on a self-hosted GPU runner, `make suites-gpu` (host checks, then the suites), the run's
     report folder uploaded whatever happened, nothing left behind; every variable it sets is
     one pd-chaos reads."""
-    import yaml
-
     job_file = yaml.safe_load(WORKFLOW.read_text())
     triggers = job_file[True]  # YAML 1.1 reads the key `on` as true
     assert "workflow_dispatch" in triggers and len(triggers["schedule"][0]["cron"].split()) == 5
