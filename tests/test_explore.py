@@ -92,7 +92,9 @@ def test_a_held_fault_outlasts_its_load_until_decode_gives_prefill_up():
     assert "hold_s=bounds.heartbeat_detect_s + bounds.slack_s)" in text
     assert "held=" not in text  # a killed prefill: pdsim stops watching it (render._heartbeat_judged)
     frozen = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("freeze", "prefill", held=True)),))
-    assert "held=1" in render(frozen)  # its heartbeat judged: decode_gives_prefill_up
+    assert "held=1, held_miss_s=3" in render(frozen)  # judged: decode_gives_prefill_up, each miss a read timeout
+    refused = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("down", "bootstrap", held=True)),))
+    assert "held=1, held_miss_s=0" in render(refused)  # each miss refused at once: the lower bound is the interval's
 
 
 def test_schedules_fire_only_what_the_target_can():
@@ -381,16 +383,24 @@ def test_a_client_timeout_behind_retried_waiting_timeouts_is_smgs_known_retry_bu
     retried = _verdict(
         "failed_requests_are_clean",
         outcomes=["client_timeout"],
-        attempts={"op1": ["waiting timeout after 6s"] * 5},
+        ended_by={"op1": ["waiting timeout"] * 5},
     )
     known = known_for(stuck, retried, ALL)
     assert known is not None and known.component == "smg" and "retries" in known.behaviour
     once = _verdict(
-        "failed_requests_are_clean", outcomes=["client_timeout"], attempts={"op1": ["waiting timeout after 6s"]}
+        "failed_requests_are_clean", outcomes=["client_timeout"], ended_by={"op1": ["waiting timeout"]}
     )
     assert known_for(stuck, once, ALL) is None  # one attempt: no retry multiplied anything
-    other = _verdict("failed_requests_are_clean", outcomes=["client_timeout"], attempts={"op1": ["open", "open"]})
+    other = _verdict("failed_requests_are_clean", outcomes=["client_timeout"], ended_by={"op1": ["open", "open"]})
     assert known_for(stuck, other, ALL) is None  # the attempts were not ended by decode's timeout
+    mixed = _verdict(
+        "failed_requests_are_clean", outcomes=["client_timeout"], ended_by={"op1": ["waiting timeout", "failed"]}
+    )
+    assert known_for(stuck, mixed, ALL) is None  # one attempt failed otherwise: not the retry budget alone
+    words = _verdict(
+        "failed_requests_are_clean", outcomes=["client_timeout"], attempts={"op1": ["waiting timeout after 6s"] * 5}
+    )
+    assert known_for(stuck, words, ALL) is None  # the report's words are not the evidence matched
 
 
 @pytest.mark.parametrize("cut", sorted(CUT_BY))

@@ -1053,6 +1053,7 @@ def test_an_unclean_failure_says_what_decode_did_with_each_attempt():
     judged = v.failed_requests_are_clean()(h)
     assert judged.status is v.Status.FAIL
     assert judged.evidence.values["attempts"] == {"a": ["waiting timeout after 6s"] * 2 + ["open"]}
+    assert judged.evidence.values["ended_by"] == {"a": ["waiting timeout"] * 2 + ["open"]}
     assert "decode: 3 attempts, waiting timeout after 6s, waiting timeout after 6s, open" in judged.message
     outside = v.outcomes_in(set())(h)
     assert outside.evidence.values["attempts"] == judged.evidence.values["attempts"]
@@ -1125,7 +1126,7 @@ def test_a_bound_over_measures_names_each_figure():
 
 
 def test_what_decode_did_with_each_attempt():
-    from chaos.judge.attempts import attempts, in_words, told
+    from chaos.judge.attempts import attempts, ended_by, in_words, told
 
     h = History()
     for t, rid, state, line in (
@@ -1143,6 +1144,7 @@ def test_what_decode_did_with_each_attempt():
     assert attempts(h, "decode", ["a"]) == {"a": {"r1": "failed", "r2": "failed", "r3": "finished", "r4": ""}}
     assert told(h, ["a"]) == {"a": ["waiting timeout after 6s", "failed", "served", "open"]}
     assert told(h, ["a"], "prefill") == {"a": ["failed"]}
+    assert ended_by(h, ["a"]) == {"a": ["waiting timeout", "failed", "served", "open"]}
     assert in_words(["served"]) == "decode: 1 attempt, served"
     assert in_words([]) == "decode: no attempt logged"
     assert in_words(["failed", "failed"], "prefill") == "prefill: 2 attempts, each failed"

@@ -61,6 +61,7 @@ def judge_universal(
     primary_only: bool = False,
     every_heal: bool = False,
     held: int = 0,
+    held_miss_s: float = 0.0,
 ) -> None:
     """Every request ends within its client's deadline, with a status its body agrees with;
     every failure is clean (while a fault ``cut`` the client's hop or froze decode, every
@@ -77,7 +78,8 @@ def judge_universal(
     (``backstops_stay_idle``); where faults follow one another (``every_heal``), service
     came back after each, within the target's recovery bound (``settle`` judges the last);
     where faults cut decode from prefill and were ``held`` until decode gave it up, its
-    heartbeat did so within its bound in each (``decode_gives_prefill_up``)."""
+    heartbeat did so within its bound in each (``decode_gives_prefill_up``), and no sooner
+    than its misses allow, each taking ``held_miss_s`` to fail (``Bounds.heartbeat_no_sooner_s``)."""
     checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
     cut = (cut,) if isinstance(cut, str) else cut
     if not cut:
@@ -99,7 +101,8 @@ def judge_universal(
     if primary_only:
         checks.append(v.backstops_stay_idle())
     if held:
-        checks.append(v.decode_gives_prefill_up(held=held))
+        no_sooner_s = scenario.bounds.heartbeat_no_sooner_s(held_miss_s)
+        checks.append(v.decode_gives_prefill_up(held=held, no_sooner_s=no_sooner_s))
     if every_heal:
         checks.append(v.recovers_after_each_heal(within_s=scenario.bounds.recovery_s))
     scenario.judge(*checks, by="universal")

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
 from chaos.explore.schedule import Schedule
+from chaos.judge.backstops import WAITING_TIMEOUT
 from chaos.judge.known import evidence_fits
 from chaos.results import JudgedVerdict
 from chaos.targets.base import Capability
+from chaos.upstream import DEFERRED_KV_RELEASE, DEFERRED_KV_RELEASE_HELD
 
 __all__ = ["KNOWN", "Known", "known_for"]
 
@@ -103,12 +105,12 @@ KNOWN = (
         "no_leak",
         "SGLang",
         "0.5.23",
-        "decode keeps the KV of a transfer a reset kv link failed until its deferred-release timeout "
-        "(SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT, 30 s): prefill never acks the drain",
+        DEFERRED_KV_RELEASE,
         "tests/test_sglang_cpu.py::test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout",
-        {"held": ["decode:num_used_tokens"]},
+        DEFERRED_KV_RELEASE_HELD,
         lambda s, v, caps: (
-            Capability.FAILED_TRANSFER_FREED_AT_ONCE not in caps and _strikes(s, ("down", "reset_peer"), "kv")
+            Capability.FAILED_TRANSFER_FREED_AT_ONCE not in caps
+            and (_strikes(s, ("down", "reset_peer"), "kv") or _strikes(s, ("kill",), "prefill"))
         ),
     ),
 )
@@ -116,11 +118,10 @@ KNOWN = (
 
 def _each_retried_by_timeout(verdict: JudgedVerdict) -> bool:
     """Whether every request the verdict names had more than one attempt at decode, each
-    released by decode's waiting timeout (``chaos.judge.attempts.told``)."""
-    tries = verdict.evidence.values.get("attempts") or {}
-    return bool(tries) and all(
-        len(said) > 1 and all(t.startswith("waiting timeout") for t in said) for said in tries.values()
-    )
+    released by decode's waiting timeout (the ``ended_by`` field of
+    ``chaos.judge.attempts``, not the report's words)."""
+    ends = verdict.evidence.values.get("ended_by") or {}
+    return bool(ends) and all(len(each) > 1 and set(each) == {WAITING_TIMEOUT} for each in ends.values())
 
 
 def known_for(schedule: Schedule, verdict: JudgedVerdict, caps: Collection[Capability]) -> Known | None:

@@ -9,6 +9,7 @@ import textwrap
 from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Step, Strike, cuts, primary_path
 from chaos.history import ENDS_SERVING
 from chaos.pipeline import PREFILL_LOST
+from chaos.stack import HEARTBEAT_READ_S
 
 __all__ = ["render", "function_name"]
 
@@ -96,6 +97,12 @@ def _heartbeat_judged(step: Step) -> bool:
     return bool(step.strike and step.strike.held and step.strike.action != "kill")
 
 
+def _miss_s(strike: Strike) -> float:
+    """How long one of decode's heartbeats takes to fail behind ``strike``: its read timeout
+    behind a link that swallows it or a frozen prefill, nothing where it is refused or reset."""
+    return HEARTBEAT_READ_S if strike.action in ("blackhole", "freeze") else 0.0
+
+
 def render(schedule: Schedule, *, note: str = "") -> str:
     """The scenario file of ``schedule``: its baselines, then each step's load started and
     its fault fired while the load runs (healed once the load has ended) and the same load
@@ -122,7 +129,11 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         + (", decode_ended=True" if decode_ended else "")
         + (", drained=True" if any(s.strike and s.strike.action == "terminate" for s in steps) else "")
         + (", primary_only=True" if primary_only else "")
-        + (f", held={held}" if (held := sum(map(_heartbeat_judged, steps))) else "")
+        + (
+            f", held={len(held)}, held_miss_s={min(_miss_s(s.strike) for s in held if s.strike):g}"
+            if (held := [s for s in steps if _heartbeat_judged(s)])
+            else ""
+        )
         + (", every_heal=True" if blocks > 1 else "")
         + ")"
     )

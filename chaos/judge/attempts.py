@@ -19,10 +19,21 @@ from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming
 
-__all__ = ["FAILED", "SERVED", "attempts", "failures_reach_the_client", "in_words", "met_a_failure", "told"]
+__all__ = [
+    "FAILED",
+    "OPEN",
+    "SERVED",
+    "attempts",
+    "ended_by",
+    "failures_reach_the_client",
+    "in_words",
+    "met_a_failure",
+    "told",
+]
 
 SERVED = "finished"
 FAILED = frozenset({"failed", "aborted"})
+OPEN = "open"  # an attempt whose log has no end yet
 
 
 def _ends(h: History, service: str, ops: Collection[str]) -> dict[str, dict[str, LogEvent | None]]:
@@ -53,21 +64,30 @@ def attempts(h: History, service: str, ops: Collection[str]) -> dict[str, dict[s
     }
 
 
-def _said(ev: LogEvent | None) -> str:
-    """One attempt's end in words: served, released by a backstop (its own line's words),
-    failed, or open."""
+def _end(ev: LogEvent | None) -> tuple[str, float | None]:
+    """What ended one attempt, as a field: ``served``, ``open``, ``failed``, or the name of
+    the backstop that released it (``chaos.judge.backstops.BACKSTOPS``) with its seconds."""
     if ev is None:
-        return "open"
+        return OPEN, None
     if ev.fields["state"] == SERVED:
-        return "served"
+        return "served", None
     found = backstop_of(ev.line)
-    return f"{found[0]} after {found[1]:g}s" if found else "failed"
+    return found if found else ("failed", None)
+
+
+def ended_by(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[str]]:
+    """What ended each attempt of each op at ``service``, as fields a known issue matches
+    (``_end``): no words to parse, so a rewording of the report cannot change a match."""
+    return {op: [_end(ev)[0] for ev in tries.values()] for op, tries in _ends(h, service, ops).items()}
 
 
 def told(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[str]]:
     """What ``service`` did with each attempt of each op, in words a report shows: served,
     released by a backstop (``waiting timeout after 6s``), failed, or open."""
-    return {op: [_said(ev) for ev in tries.values()] for op, tries in _ends(h, service, ops).items()}
+    return {
+        op: [end if after is None else f"{end} after {after:g}s" for end, after in map(_end, tries.values())]
+        for op, tries in _ends(h, service, ops).items()
+    }
 
 
 def in_words(tries: list[str], service: str = "decode") -> str:

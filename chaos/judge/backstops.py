@@ -25,16 +25,17 @@ from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import phase_tag, scope
 
-__all__ = ["backstop_of", "backstops_stay_idle"]
+__all__ = ["BACKSTOPS", "WAITING_TIMEOUT", "backstop_of", "backstops_stay_idle"]
 
 _TIMED_OUT = re.compile(r"timed out after ([\d.]+)s in (KVPoll\.\w+|the prefill inflight queue)")
 # SGLang's KVPoll state a room timed out in names its timeout: prefill's bootstrap timeout
 # (decode never sent its KV indices), decode's waiting timeout (the KV never came; it covers
 # Transferring too); pdsim's inflight watchdog says where it watches
+WAITING_TIMEOUT = "waiting timeout"
 BACKSTOPS = {
     "KVPoll.Bootstrapping": "bootstrap timeout",
-    "KVPoll.WaitingForInput": "waiting timeout",
-    "KVPoll.Transferring": "waiting timeout",
+    "KVPoll.WaitingForInput": WAITING_TIMEOUT,
+    "KVPoll.Transferring": WAITING_TIMEOUT,
     "the prefill inflight queue": "inflight watchdog",
 }
 

@@ -7,7 +7,7 @@ from typing import Collection
 
 from chaos.bounds import SCHEDULER_PASS_S
 from chaos.history import ENDS_SERVING, Done, FaultEvent, History, Outcome, Phase, Stage
-from chaos.judge.attempts import in_words, told
+from chaos.judge.attempts import ended_by, in_words, told
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
@@ -84,6 +84,7 @@ def failed_requests_are_clean(
     unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
     if unclean:
         tries = told(h, [o.invoke.op for o in unclean[:8]])
+        ends = ended_by(h, tries)
         return naming(
             unclean,
             len(ops),
@@ -94,6 +95,7 @@ def failed_requests_are_clean(
             outcomes=sorted({o.outcome.value for o in unclean}),
             first_byte=sorted({o.complete.first_byte_t is not None for o in unclean}),
             attempts=tries,
+            ended_by=ends,
         )
     if not judged:
         return nothing_at_stake(none_completed(phase))
@@ -168,6 +170,7 @@ def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None
     ]
     if bad:
         tries = told(h, [o.invoke.op for o in bad[:8]])
+        ends = ended_by(h, tries)
         return naming(
             bad,
             len(ops),
@@ -180,6 +183,7 @@ def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None
             outcomes=sorted({o.outcome.value for o in bad}),
             first_byte=sorted({o.complete.first_byte_t is not None for o in bad}),
             attempts=tries,
+            ended_by=ends,
         )
     counts: dict[str, int] = {}
     for o in ops:

@@ -1,0 +1,18 @@
+"""What upstream engines do that more than one place here must know: one text per behaviour,
+read by the suites' ``known_issue`` marks and by explore's table of known issues
+(``chaos.explore.known``), so that both name a finding the same way.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFERRED_KV_RELEASE", "DEFERRED_KV_RELEASE_HELD"]
+
+DEFERRED_KV_RELEASE = (
+    "decode keeps the KV pages of a transfer that failed (a KV link down or reset, a prefill killed) "
+    "until its deferred-release timeout (SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT, "
+    "30 s): it waits for prefill to ack that nothing more is written into them, and prefill never "
+    "acks a room whose transfer already failed. Evidence: decode's num_used_tokens (its /v1/loads) "
+    "stays above its baseline past the leak window while every queue is back to 0"
+)
+# what the hold shows as: decode's KV tokens, and nothing else, stay up
+DEFERRED_KV_RELEASE_HELD = {"held": ["decode:num_used_tokens"]}
