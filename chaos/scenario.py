@@ -29,7 +29,7 @@ from chaos.bounds import Bounds
 from chaos.errors import RigError
 from chaos.growth import CHECKPOINT, Limit
 from chaos.history import History, Phase, TriggerFired
-from chaos.pipeline import Metric
+from chaos.pipeline import KV_IN_USE, Metric
 from chaos.reports.growth import render_growth
 from chaos.reports.logs import LogCursor, capture_logs
 from chaos.sampler import PROCS, PROCS_INTERVAL_S, Sampler
@@ -83,16 +83,21 @@ class Scenario:
         self.workload.conversations(**conversation, phase=Phase.BASELINE).run()
 
     def settle(self, gauges: Iterable[Metric], *, within_s: float, ready: Collection[str] = ()) -> list[v.Check]:
-        """After the heal: recovery, then quiet. A fresh request must succeed within the
-        target's recovery bound (counted, for ``ready`` services, from when their watched
-        /health answered 200 again: ``v.recovers``), every gauge must be back to its baseline
-        within ``within_s`` of the moment the system went quiet, and smg must have charged failures
-        only to the engines a fault struck, and no request decode failed at every attempt may
-        have succeeded; all are judged (``recovers``, ``no_leak``, ``charged_only_where_struck``:
-        the circuit breakers' oracle on every fault scenario, ``failures_reach_the_client``),
-        and the sampler runs until the leak window is covered (bounded). Returns those
-        checks; each is reported as declared by ``settle``."""
+        """After the heal: quiet, then recovery. Every gauge, and the KV tokens in use on each
+        engine the gauges name (``KV_IN_USE``), must be back to its baseline within ``within_s``
+        of the moment the system went quiet; a fresh request must succeed within the target's
+        recovery bound (counted, for ``ready`` services, from when their watched /health
+        answered 200 again: ``v.recovers``); smg must have charged failures only to the engines
+        a fault struck, and no request decode failed at every attempt may have succeeded. All
+        are judged (``no_leak``, ``recovers``, ``charged_only_where_struck``: the circuit
+        breakers' oracle on every fault scenario, ``failures_reach_the_client``).
+
+        The recovery probe goes only once the leak window is covered: a request would wake an
+        idle engine, and a free left for "the next step" would then be done by the rig's own
+        probe, a leak hidden. Returns the checks; each is reported as declared by ``settle``."""
         gauges = list(gauges)
+        engines = {source for source, _ in gauges}
+        gauges = [*gauges, *(m for m in KV_IN_USE if m.source in engines and m not in gauges)]
         added = [
             v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET),
             v.recovers(within_s=self.bounds.recovery_s, ready=ready),
@@ -100,8 +105,8 @@ class Scenario:
             v.failures_reach_the_client(),
         ]
         self.judge(*added, by="settle")
-        self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
         self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
+        self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
         return added
 
     def watch_health(self, *services: str) -> None:

@@ -25,6 +25,7 @@ from chaos.judge.logs import receptions
 from chaos.judge.model import Finding, failed, met, nothing_at_stake, passed, unknown, unmet
 from chaos.judge.ops import completed, none_completed
 from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.upstream import DEFERRED_KV_RELEASE, DEFERRED_KV_RELEASE_HELD
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]
 
@@ -77,6 +78,14 @@ def requests_retried(h: History, *, phase: Phase, why: str, service: str = "pref
     return met(f"{len(again)} of {len(seen)} reached {service} more than once", ops=again, retried=len(again))
 
 
+@pytest.mark.known_issue(
+    "no_leak",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=DEFERRED_KV_RELEASE,
+    evidence=DEFERRED_KV_RELEASE_HELD,
+    lacking="failed_transfer_freed_at_once",
+)
 def test_a_failing_request_reaches_prefill_at_most_the_retry_budget(scenario, workload, faults, bounds):
     d = bounds.patient()
     scenario.judge(

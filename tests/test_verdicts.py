@@ -212,6 +212,21 @@ def test_no_leak():
     assert status(quiet, busy) is v.Status.PASS  # load after the heal is not a leak
 
 
+def test_the_quiet_moment_is_the_scenarios_not_the_rigs_probe():
+    """``Since.QUIET`` is when the scenario's last request ended: the recovery probe that
+    settle sends once the leak window is covered does not move it, so a gauge held through
+    the window and freed only by the probe's own request is a leak."""
+    quiet = v.no_leak(gauges=[("decode", "num_used_tokens")], within_s=2, since=v.Since.QUIET)
+    h = History()
+    fault(h, 1.0, 2.0)
+    op(h, "load", 1.5, 3.0)
+    op(h, "probe", 5.5, 5.6, phase="probe")
+    series(h, "decode", "num_used_tokens", [(0.5, 0), (3.1, 40), (4.9, 40), (5.6, 0), (7.0, 0)])
+    judged = quiet(h)
+    assert judged.status is v.Status.FAIL and judged.evidence.values["held"] == ["decode:num_used_tokens"]
+    assert list(judged.evidence.at) == [3.0]  # counted from the load's end, not the probe's
+
+
 def test_no_leak_since_the_last_fault_counts_from_the_fault_that_struck():
     """A crawl set the stage at t=1, decode was killed at t=3, and prefill held its rooms
     until t=7: from the first fault, the gauge was at baseline (the rooms had not come yet),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-from chaos.history import History
+from chaos.history import History, Phase
 
 __all__ = ["SAMPLE_TOLERANCE_S", "Since", "increments", "start"]
 
@@ -17,7 +17,8 @@ class Since(enum.StrEnum):
     its KV link crawls), the first request sent after the first fault (a per-request
     watchdog's clock, such as SGLang's bootstrap or waiting timeout, starts when its request
     reaches the engine, never before the client sent it), the last heal, or the moment the
-    system went quiet (healed and no request open)."""
+    system went quiet (healed and no request of the scenario open: the rig's recovery
+    probes, ``Phase.PROBE``, come after that moment and do not move it)."""
 
     FAULT = "fault"
     LAST_FAULT = "last fault"
@@ -38,7 +39,7 @@ def start(h: History, since: Since) -> float | None:
     heal = h.last_heal_t()
     if since is Since.HEAL or heal is None:
         return heal
-    return max([heal, *(o.complete.t for o in h.ops() if o.complete is not None)])
+    return max([heal, *(o.complete.t for o in h.ops() if o.complete is not None and o.invoke.phase is not Phase.PROBE)])
 
 
 def increments(series: list[tuple[float, float]]) -> list[float]:
