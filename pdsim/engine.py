@@ -116,7 +116,11 @@ class Engine(ABC):
         self.wake()
 
     def abort_matching(self, rid_prefix: str, abort_all: bool) -> int:
-        """``/abort_request``: prefix match on rid, as SGLang does."""
+        """``/abort_request``: prefix match on rid, as SGLang does; an empty rid without
+        ``abort_all`` matches nothing (SGLang 0.5.23 ``TokenizerManager.abort_request``
+        ignores it: it would prefix-match every request)."""
+        if not rid_prefix and not abort_all:
+            return 0
         victims = [r for r in self.reqs.values() if abort_all or r.rid.startswith(rid_prefix)]
         for req in victims:
             self.abort(req, "Aborted by AbortReq.")
@@ -139,7 +143,7 @@ class Engine(ABC):
         req.push(ending)
         self.wake()
 
-    def flush_cache(self) -> None:
+    def flush_cache(self) -> None:  # noqa: B027 (a default, not a duty: prefill caches nothing)
         """``/flush_cache`` on an idle engine: drop what it caches across requests (the
         decode radix cache; prefill caches nothing across requests here)."""
 

@@ -22,7 +22,7 @@ from pdsim.environ import env_bool, env_int
 from pdsim.request import BadRequest, Endpoint, Req, parse_request
 from pdsim.responses import SSE_DONE, error_body, final_body, stream_abort_event, stream_chunks
 
-__all__ = ["build_app"]
+__all__ = ["Api", "build_app", "relay"]
 
 
 _DISAGG_QUEUES = (
@@ -38,63 +38,76 @@ def _json(obj: Any, status: int = 200) -> web.Response:
     return web.json_response(obj, status=status, dumps=lambda o: json.dumps(o, separators=(",", ":")))
 
 
-def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
-    app = web.Application(client_max_size=64 * 1024 * 1024)
-    started = time.time()
-    truncate_to = cfg.truncate_tokens if cfg.has(Defect.CONTEXT_TRUNCATION) else None
-    health_timeout_s = env_int("SGLANG_HEALTH_CHECK_TIMEOUT", 20)  # SGLang reads it once, at import
+class Api:
+    """The engine's HTTP endpoints, each a method: SGLang 0.5.23's answers, shapes and
+    status codes, for what smg and the suites ask."""
 
-    async def health(request: web.Request) -> web.Response:
+    def __init__(self, engine: Engine, cfg: EngineConfig) -> None:
+        self.engine, self.cfg = engine, cfg
+        self.started = time.time()
+        self.truncate_to = cfg.truncate_tokens if cfg.has(Defect.CONTEXT_TRUNCATION) else None
+        self.health_timeout_s = env_int("SGLANG_HEALTH_CHECK_TIMEOUT", 20)  # SGLang reads it once, at import
+
+    async def health(self, request: web.Request) -> web.Response:
         """SGLang 0.5.23's /health: with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (the
         default) it waits a second, then once a second, for the scheduler to have done
         anything since the probe came, up to SGLANG_HEALTH_CHECK_TIMEOUT; so even a healthy
         engine answers after at least 1 s. /health_generate always does."""
-        if engine.draining:  # SGLang: "Health check request received during shutdown. Returning 503."
+        if self.engine.draining:  # SGLang: "Health check request received during shutdown. Returning 503."
             return web.Response(status=503, text="")
         if request.path == "/health" and not env_bool("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", True):
             return web.Response(text="")
         tic = time.monotonic()
-        while time.monotonic() < tic + health_timeout_s:
+        while time.monotonic() < tic + self.health_timeout_s:
             await asyncio.sleep(1)
-            if engine.last_tick > tic:
+            if self.engine.last_tick > tic:
                 return web.Response(text="")
         return web.Response(status=503, text="")
 
-    def server_info() -> dict[str, Any]:
-        return {
-            "model_path": cfg.model,
-            "served_model_name": cfg.model,
-            "tokenizer_path": cfg.model,
-            "host": cfg.host,
-            "port": cfg.port,
-            "disaggregation_mode": cfg.mode.value,
-            "disaggregation_bootstrap_port": cfg.bootstrap_port,
-            "disaggregation_transfer_backend": "pdsim",
-            "tp_size": 1,
-            "dp_size": 1,
-            "max_running_requests": cfg.max_running_requests,
-            "max_total_num_tokens": cfg.max_total_num_tokens,
-            "context_length": cfg.max_total_num_tokens,
-            "version": "0.5.0-pdsim",
-            "internal_states": [
-                {"last_gen_throughput": 0.0, "memory_usage": {"token_usage": engine.used_tokens / cfg.kv_pool_tokens}}
-            ],
-        }
+    async def server_info(self, _: web.Request) -> web.Response:
+        cfg = self.cfg
+        return _json(
+            {
+                "model_path": cfg.model,
+                "served_model_name": cfg.model,
+                "tokenizer_path": cfg.model,
+                "host": cfg.host,
+                "port": cfg.port,
+                "disaggregation_mode": cfg.mode.value,
+                "disaggregation_bootstrap_port": cfg.bootstrap_port,
+                "disaggregation_transfer_backend": "pdsim",
+                "tp_size": 1,
+                "dp_size": 1,
+                "max_running_requests": cfg.max_running_requests,
+                "max_total_num_tokens": cfg.max_total_num_tokens,
+                "context_length": cfg.max_total_num_tokens,
+                "version": "0.5.0-pdsim",
+                "internal_states": [
+                    {
+                        "last_gen_throughput": 0.0,
+                        "memory_usage": {"token_usage": self.engine.used_tokens / cfg.kv_pool_tokens},
+                    }
+                ],
+            }
+        )
 
-    def model_info() -> dict[str, Any]:
-        return {
-            "model_path": cfg.model,
-            "tokenizer_path": cfg.model,
-            "is_generation": True,
-            "preferred_sampling_params": None,
-            "weight_version": "default",
-            "has_image_understanding": False,
-            "has_audio_understanding": False,
-            "model_type": "pdsim",
-            "architectures": ["PdsimForCausalLM"],
-        }
+    async def model_info(self, _: web.Request) -> web.Response:
+        return _json(
+            {
+                "model_path": self.cfg.model,
+                "tokenizer_path": self.cfg.model,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": False,
+                "has_audio_understanding": False,
+                "model_type": "pdsim",
+                "architectures": ["PdsimForCausalLM"],
+            }
+        )
 
-    async def models(_: web.Request) -> web.Response:
+    async def models(self, _: web.Request) -> web.Response:
+        cfg = self.cfg
         return _json(
             {
                 "object": "list",
@@ -102,7 +115,7 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
                     {
                         "id": cfg.model,
                         "object": "model",
-                        "created": int(started),
+                        "created": int(self.started),
                         "owned_by": "sglang",
                         "root": cfg.model,
                         "max_model_len": cfg.max_total_num_tokens,
@@ -111,11 +124,12 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
             }
         )
 
-    async def loads(request: web.Request) -> web.Response:
+    async def loads(self, request: web.Request) -> web.Response:
         """SGLang 0.5.23's /v1/loads: JSON by default, Prometheus text with
         ``format=prometheus`` (every number a gauge named ``sglang_<key>``, a section's
         ``sglang_<section>_<key>``); ``include`` picks sections (core, disagg; default all).
         Live, as SGLang's is: its scheduler publishes at least every 50 ms while a queue waits."""
+        engine, cfg = self.engine, self.cfg
         c = engine.loads()
         core = {
             "num_running_reqs": c["running"],
@@ -145,27 +159,31 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
             {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dp_rank_count": 1, "loads": [load]}
         )
 
-    async def metrics(_: web.Request) -> web.Response:
-        return web.Response(body=engine.metrics.render(), content_type="text/plain", charset="utf-8")
+    async def metrics(self, _: web.Request) -> web.Response:
+        return web.Response(body=self.engine.metrics.render(), content_type="text/plain", charset="utf-8")
 
-    async def abort_request(request: web.Request) -> web.Response:
+    async def abort_request(self, request: web.Request) -> web.Response:
         body = await _body(request) or {}
-        engine.abort_matching(str(body.get("rid") or ""), bool(body.get("abort_all", False)))
+        self.engine.abort_matching(str(body.get("rid") or ""), bool(body.get("abort_all", False)))
         return web.Response(text="")
 
-    async def flush_cache(_: web.Request) -> web.Response:
-        if engine.is_idle():
-            engine.flush_cache()
+    async def flush_cache(self, _: web.Request) -> web.Response:
+        if self.engine.is_idle():
+            self.engine.flush_cache()
             return web.Response(
                 text="Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n"
             )
         return web.Response(status=400, text="Cache not flushed. Please check backend logs for more details.")
 
-    def handler(endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def serving(self, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """The handler of one generation endpoint: the request parsed and submitted, then
+        answered whole or streamed; aborted if its client went away before the end."""
+        engine, cfg = self.engine, self.cfg
+
         async def handle(request: web.Request) -> web.StreamResponse:
             body = await _body(request)
             try:
-                req = parse_request(endpoint, body, model=cfg.model, truncate_to=truncate_to)
+                req = parse_request(endpoint, body, model=cfg.model, truncate_to=self.truncate_to)
                 req.client_id = request.headers.get("x-request-id")
                 engine.submit(req)
             except (BadRequest, TypeError, ValueError) as exc:
@@ -181,22 +199,26 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
 
         return handle
 
-    app.router.add_get("/health", health)
-    app.router.add_get("/health_generate", health)
-    app.router.add_get("/v1/models", models)
+
+def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    api = Api(engine, cfg)
+    app.router.add_get("/health", api.health)
+    app.router.add_get("/health_generate", api.health)
+    app.router.add_get("/v1/models", api.models)
     for path in ("/server_info", "/get_server_info"):
-        app.router.add_get(path, lambda _: _json(server_info()))  # type: ignore[arg-type,return-value]
+        app.router.add_get(path, api.server_info)
     for path in ("/model_info", "/get_model_info"):
-        app.router.add_get(path, lambda _: _json(model_info()))  # type: ignore[arg-type,return-value]
-    app.router.add_get("/v1/loads", loads)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_post("/abort_request", abort_request)
-    app.router.add_route("*", "/flush_cache", flush_cache)
-    gen = handler(Endpoint.GENERATE)
+        app.router.add_get(path, api.model_info)
+    app.router.add_get("/v1/loads", api.loads)
+    app.router.add_get("/metrics", api.metrics)
+    app.router.add_post("/abort_request", api.abort_request)
+    app.router.add_route("*", "/flush_cache", api.flush_cache)
+    gen = api.serving(Endpoint.GENERATE)
     app.router.add_post("/generate", gen)
     app.router.add_put("/generate", gen)
-    app.router.add_post("/v1/chat/completions", handler(Endpoint.CHAT))
-    app.router.add_post("/v1/completions", handler(Endpoint.COMPLETION))
+    app.router.add_post("/v1/chat/completions", api.serving(Endpoint.CHAT))
+    app.router.add_post("/v1/completions", api.serving(Endpoint.COMPLETION))
     return app
 
 
@@ -219,33 +241,41 @@ async def _unary(engine: Engine, req: Req) -> web.Response:
 async def _stream(request: web.Request, engine: Engine, req: Req) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
-    sent = 0
-    silent = engine.cfg.has(Defect.SILENT_STREAM_END)
-    prefill = engine.cfg.mode is Mode.PREFILL
     try:
-        while True:
-            update = await req.updates.get()
-            if update.kind == "error":
-                if engine.cfg.has(Defect.ERROR_EVENT_NOT_JSON):
-                    await resp.write(f"data: Internal Server Error: {update.message}\n\n".encode())
-                    await resp.write(SSE_DONE)
-                elif not silent:
-                    await resp.write(stream_abort_event(req, update.status, update.message))
-                    await resp.write(SSE_DONE)
-                break
-            final = update.kind == "finish"
-            if prefill and not final:
-                continue  # prefill streams once, after the transfer succeeded
-            if final and silent and (req.finish or {}).get("type") == "abort":
-                break  # the defect: an aborted stream just closes, without its last chunk or [DONE]
-            new = req.output_ids[sent:]
-            for chunk in stream_chunks(req, new, first=sent == 0 and bool(new or final), final=final):
-                await resp.write(chunk)
-            sent = len(req.output_ids)
-            if final:
-                await resp.write(SSE_DONE)
-                break
+        await relay(resp.write, engine, req)
     except (ConnectionResetError, asyncio.CancelledError):
         engine.abort(req, "Aborted by AbortReq.")
         raise
     return resp
+
+
+async def relay(write: Callable[[bytes], Awaitable[None]], engine: Engine, req: Req) -> None:
+    """A stream's events, as its request's updates come: each token once, in order, then
+    the finish and ``[DONE]``; or the error event. Tokens the engine appends while a write
+    waits on a slow reader go out with the next update, never skipped: what was sent is
+    counted by what was written, not by what the request holds once the write is done."""
+    sent = 0
+    silent = engine.cfg.has(Defect.SILENT_STREAM_END)
+    prefill = engine.cfg.mode is Mode.PREFILL
+    while True:
+        update = await req.updates.get()
+        if update.kind == "error":
+            if engine.cfg.has(Defect.ERROR_EVENT_NOT_JSON):
+                await write(f"data: Internal Server Error: {update.message}\n\n".encode())
+                await write(SSE_DONE)
+            elif not silent:
+                await write(stream_abort_event(req, update.status, update.message))
+                await write(SSE_DONE)
+            return
+        final = update.kind == "finish"
+        if prefill and not final:
+            continue  # prefill streams once, after the transfer succeeded
+        if final and silent and (req.finish or {}).get("type") == "abort":
+            return  # the defect: an aborted stream just closes, without its last chunk or [DONE]
+        new = req.output_ids[sent:]
+        for chunk in stream_chunks(req, new, first=sent == 0 and bool(new or final), final=final):
+            await write(chunk)
+        sent += len(new)
+        if final:
+            await write(SSE_DONE)
+            return
