@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from chaos.client import Deadlines
 from chaos.stack import StackInfo
 
-__all__ = ["Bounds", "SCHEDULER_PASS_S"]
+__all__ = ["SCHEDULER_PASS_S", "Bounds"]
 
 SCHEDULER_PASS_S = 1.0  # an engine's scheduler loop acts on a finished or aborted request within this
 

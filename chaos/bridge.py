@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import ctypes
 import os
 import socket
@@ -75,10 +76,8 @@ def _listen(port: int) -> socket.socket:
 
 def _reset(sock: socket.socket) -> None:
     """Close with a reset (SO_LINGER 0): what the peer would see from a reset connection."""
-    try:
+    with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    except OSError:
-        pass
     sock.close()
 
 
@@ -88,6 +87,7 @@ class Bridge:
 
     def __init__(self, host_ns: int, stack_ns: int) -> None:
         self.host_ns, self.stack_ns = host_ns, stack_ns
+        self._joins: set[asyncio.Task[None]] = set()
 
     def socket_in(self, side: str) -> socket.socket:
         """A TCP socket made in ``side``'s namespace ("host" or "stack")."""
@@ -106,7 +106,9 @@ class Bridge:
         while True:
             conn, _ = await loop.sock_accept(listener)
             conn.setblocking(False)
-            asyncio.ensure_future(self._join(conn, port, dial_side))
+            joining = asyncio.ensure_future(self._join(conn, port, dial_side))
+            self._joins.add(joining)  # the loop keeps only a weak reference to a task
+            joining.add_done_callback(self._joins.discard)
 
     async def _join(self, conn: socket.socket, port: int, dial_side: str) -> None:
         loop = asyncio.get_running_loop()
@@ -197,10 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"bridge ready: namespace /proc/{os.getpid()}/ns/net, exports {args.export}, imports {args.imports}", flush=True
     )
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run(Bridge(host_ns, stack_ns), exports, imports))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -23,7 +23,7 @@ from chaos.errors import ChaosError, ConfigError
 from chaos.procs import alive
 from chaos.tools import REPO_ROOT
 
-__all__ = ["register", "reap_orphans", "shielded", "terminate_as_interrupt", "unregister"]
+__all__ = ["reap_orphans", "register", "shielded", "terminate_as_interrupt", "unregister"]
 
 SESSIONS = Path(os.environ.get("PDCHAOS_SESSIONS_DIR", REPO_ROOT / ".pdchaos" / "sessions"))
 

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
@@ -362,59 +363,74 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if report.diagnosis.ok else 3
 
 
+def _up(args: argparse.Namespace) -> int:
+    if warning := ephemeral_overlap(args.port_base):
+        print(f"pdchaos: warning: {warning}", file=sys.stderr)
+    stack = TargetChoice(args.target).start(StackConfig(port_base=args.port_base, state_dir=args.state_dir))
+    if args.json:
+        print(stack.info.to_json())
+    else:
+        print(
+            f"stack {stack.info.run_id} up: client endpoint {stack.info.endpoints['client']} (state in {stack.info.path})"
+        )
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    load_target(args.state_dir).down()
+    print("stack down")
+    return 0
+
+
+def _link(args: argparse.Namespace) -> int:
+    status, line = link_command(load_target(args.state_dir), args.link, args.action, rate_kbit=args.rate_kbit)
+    print(line)
+    return status
+
+
+def _report(args: argparse.Namespace) -> int:
+    from chaos.reports.summary import render_run
+
+    if not args.run.is_dir():
+        raise ConfigError(f"no run folder at {args.run}")
+    n = render_run(args.run.resolve())
+    print(f"{n} test reports drawn again in {args.run.resolve()} (summary.md, per test timeline.png and stuck.md)")
+    return 0
+
+
+def _printed(text: str, end: str = "\n") -> int:
+    print(text, end=end)
+    return 0
+
+
+# each subcommand: what it does with the parsed arguments, and the exit status it returns
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "up": _up,
+    "status": lambda args: _printed(json.dumps(_status(load_target(args.state_dir)), indent=2)),
+    "down": _down,
+    "svc": lambda args: _svc(load_target(args.state_dir), args.action, args.service),
+    "link": _link,
+    "stack-file": lambda args: _printed(_stack_file(load_target(args.state_dir), args.links), end=""),
+    "doctor": _doctor,
+    "mutants": _mutants,
+    "explore": explore_command.run,
+    "conform": _conform,
+    "gpu-check": _gpu_check,
+    "report": _report,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     terminate_as_interrupt()
     try:
-        if args.command == "up":
-            if warning := ephemeral_overlap(args.port_base):
-                print(f"pdchaos: warning: {warning}", file=sys.stderr)
-            stack = TargetChoice(args.target).start(StackConfig(port_base=args.port_base, state_dir=args.state_dir))
-            if args.json:
-                print(stack.info.to_json())
-            else:
-                print(
-                    f"stack {stack.info.run_id} up: client endpoint {stack.info.endpoints['client']} (state in {stack.info.path})"
-                )
-        elif args.command == "status":
-            print(json.dumps(_status(load_target(args.state_dir)), indent=2))
-        elif args.command == "down":
-            load_target(args.state_dir).down()
-            print("stack down")
-        elif args.command == "svc":
-            return _svc(load_target(args.state_dir), args.action, args.service)
-        elif args.command == "link":
-            status, line = link_command(load_target(args.state_dir), args.link, args.action, rate_kbit=args.rate_kbit)
-            print(line)
-            return status
-        elif args.command == "stack-file":
-            print(_stack_file(load_target(args.state_dir), args.links), end="")
-        elif args.command == "doctor":
-            return _doctor(args)
-        elif args.command == "mutants":
-            return _mutants(args)
-        elif args.command == "explore":
-            return explore_command.run(args)
-        elif args.command == "conform":
-            return _conform(args)
-        elif args.command == "gpu-check":
-            return _gpu_check(args)
-        elif args.command == "report":
-            from chaos.reports.summary import render_run
-
-            if not args.run.is_dir():
-                raise ConfigError(f"no run folder at {args.run}")
-            n = render_run(args.run.resolve())
-            print(
-                f"{n} test reports drawn again in {args.run.resolve()} (summary.md, per test timeline.png and stuck.md)"
-            )
+        return COMMANDS[args.command](args)
     except ChaosError as exc:
         print(f"pdchaos: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("pdchaos: interrupted", file=sys.stderr)
         return 130
-    return 0
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ body has ended, whether it returned or raised (``chaos.scenario``)."""
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -69,7 +69,9 @@ def stack(stack_factory: StackFactory) -> Target:
     return stack_factory.start(defects=session_defects())
 
 
-KNOWN_SEEN = pytest.StashKey[list]()  # the known issues a test showed, with their evidence, for result.json
+KNOWN_SEEN = pytest.StashKey[
+    list[dict[str, Any]]
+]()  # the known issues a test showed, with their evidence, for result.json
 
 
 @pytest.fixture

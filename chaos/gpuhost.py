@@ -25,7 +25,7 @@ from chaos.errors import ConfigError
 from chaos.gpus import GPUS_PER_STACK, GpuPool
 from chaos.targets.registry import GPU_DEFAULT_MODEL
 
-__all__ = ["Check", "DEFAULT_IMAGES", "Host", "LocalHost", "check_host"]
+__all__ = ["DEFAULT_IMAGES", "Check", "Host", "LocalHost", "check_host"]
 
 OK, MISSING, WARNING = "ok", "missing", "warning"
 DEFAULT_IMAGES = {  # compose/gpu.yaml and compose/stack.yaml's defaults (tests/test_gpu_host.py)

@@ -255,7 +255,8 @@ def decode_record(line: str) -> Record:
     cls = _TYPES[d["kind"]]
     if cls is Complete:
         d["outcome"] = Outcome(d["outcome"])
-    return cls(**d)
+    record: Record = cls(**d)
+    return record
 
 
 @dataclass
@@ -270,7 +271,8 @@ class History:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._file = open(self.path, "a", buffering=1) if self.path else None
+        # open for the history's life, one line per record as it happens: closed by close()
+        self._file = open(self.path, "a", buffering=1) if self.path else None  # noqa: SIM115
 
     def now(self) -> float:
         return time.monotonic() - self.started

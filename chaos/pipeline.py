@@ -26,8 +26,6 @@ __all__ = [
     "ENGINE_QUEUES",
     "HOPS",
     "KV_IN_USE",
-    "Hop",
-    "Metric",
     "PIPELINE",
     "PREFILL_BOOTSTRAP_FAILED",
     "PREFILL_TRANSFER_FAILED",
@@ -35,6 +33,8 @@ __all__ = [
     "ROUTER_INFLIGHT",
     "STATE_HOP",
     "TERMINAL_STATES",
+    "Hop",
+    "Metric",
 ]
 
 

@@ -116,7 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.getoption("--target"), config.getoption("--stack-file"), config.getoption("--allow-destructive")
         )
         choice.capabilities()  # an attach target's stack file is read (and checked) here
-        choice.stacks_at_once  # a GPU target's PDCHAOS_GPUS is read (and checked) here
+        _ = choice.stacks_at_once  # a GPU target's PDCHAOS_GPUS is read (and checked) here
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[TARGET] = choice

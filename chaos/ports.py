@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+from pathlib import Path
 
 from chaos.errors import ConfigError
 from chaos.stack import LOOPBACK, PortPlan
@@ -39,7 +40,7 @@ def ephemeral_overlap(base: int) -> str:
     ephemeral ports, where an outgoing connection may take a port before a stack binds it
     (seen: a router's 'Address already in use' at base 33112); empty when it does not."""
     try:
-        low, high = (int(x) for x in open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
     except (OSError, ValueError):
         return ""
     if base + RUN_STRIDE <= low or base > high:

@@ -26,8 +26,8 @@ from chaos.verdicts import KnownIssueSeen, VerdictFailed
 __all__ = ["RIG_ERROR", "add_result", "outcome_of", "rig_error", "run_dir"]
 
 _RUN_DIR = pytest.StashKey[Path]()
-_RESULTS = pytest.StashKey[list]()
-_PHASES = pytest.StashKey[dict]()
+_RESULTS = pytest.StashKey[list[dict[str, Any]]]()
+_PHASES = pytest.StashKey[dict[str, pytest.TestReport]]()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -38,7 +38,7 @@ from chaos.triggers import Condition, Signal, gauge, log_line, received, streams
 from chaos.wait import HTTP_CALL_S, PROBE
 from chaos.workloads import Workload
 
-__all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "WINDOW_GRACE_S", "Scenario", "NoVerdict"]
+__all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "WINDOW_GRACE_S", "NoVerdict", "Scenario"]
 
 QUIET_MARGIN_S = 1.0  # sampling past a leak bound, so that its window is covered by samples
 WINDOW_GRACE_S = 2.0  # past a verdict's window: two scrapes of a slow source (0.5 s timeout each) and then some

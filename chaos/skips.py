@@ -26,7 +26,7 @@ class SkipKind(enum.StrEnum):
     UNEXPECTED = "unexpected"  # anything else: the run did not run what it collected
 
 
-class DeclaredSkip(pytest.skip.Exception):  # type: ignore[name-defined]
+class DeclaredSkip(pytest.skip.Exception):  # type: ignore[name-defined,misc]
     """A skip the rig means, with its kind."""
 
     def __init__(self, reason: str, kind: SkipKind) -> None:

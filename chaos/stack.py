@@ -12,7 +12,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from chaos.errors import ConfigError
 from chaos.wait import STATE_CHANGE_S
@@ -59,8 +59,14 @@ class Timeouts:
     # SGLang reads these as integers (``EnvInt``); "3.0" would be ignored with a warning and
     # the 300 s default kept, so they are written and accepted as whole seconds only. The
     # inflight watchdog's variable is pdsim's (the patched engine), read the same way.
-    INTEGER = ("bootstrap_s", "waiting_s", "inflight_s", "heartbeat_max_failure", "disconnect_poll_s")
-    ENV = {
+    INTEGER: ClassVar[tuple[str, ...]] = (
+        "bootstrap_s",
+        "waiting_s",
+        "inflight_s",
+        "heartbeat_max_failure",
+        "disconnect_poll_s",
+    )
+    ENV: ClassVar[dict[str, str]] = {
         "bootstrap_s": "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
         "waiting_s": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
         "inflight_s": "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT",

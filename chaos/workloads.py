@@ -24,7 +24,21 @@ from chaos.limits import waiting
 
 __all__ = ["Background", "Conversation", "InFlight", "Workload"]
 
-WORDS = "river stone lantern orchard meadow signal harbor copper thread canyon beacon ember glacier".split()
+WORDS = [
+    "river",
+    "stone",
+    "lantern",
+    "orchard",
+    "meadow",
+    "signal",
+    "harbor",
+    "copper",
+    "thread",
+    "canyon",
+    "beacon",
+    "ember",
+    "glacier",
+]
 
 
 class Background:
@@ -276,4 +290,5 @@ class Workload:
             with waiting("a recovery probe to succeed", within_s + short.ends_within_s):
                 return retry(self.request, "/v1/chat/completions", body, phase=Phase.PROBE, deadlines=short)
         except RetryError as gave_up:
-            return gave_up.last_attempt.result()
+            last: Complete = gave_up.last_attempt.result()
+            return last

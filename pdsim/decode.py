@@ -304,29 +304,14 @@ class DecodeEngine(Engine):
             self._kv_conn[req.rid] = writer
             req.status.update(KVPoll.Transferring)
             log_event("req", rid=req.rid, bootstrap_room=room, state="transferring")
-            received = 0
-            while True:
-                header, payload = await read_frame(reader)
-                if header.get("type") == "KV_CHUNK":
-                    received += len(payload)
-                    if req.rid in self._freed_at:  # the room was aborted and its pages handed on
-                        self._late_write(req)
-                elif header.get("type") == "KV_END":
-                    break
+            received, aux = await self._receive_kv(reader, req)
             if req.rid in self._freed_at:
                 await write_frame(writer, {"type": "ACK", "room": room})
                 return
-            aux = dict(header.get("aux") or {})
             if received != expected:
                 await self._refuse(writer, req, f"KV size mismatch {received} != {expected}")
                 return
-            aux = self._maybe_mix_up(aux)
-            req.digest = str(aux["digest"])
-            if req.decode_prefix_len and self.cfg.has(Defect.DECODE_PREFIX_KV_MISPLACED):
-                # the delta's pages are placed wrong: decode attends to its cached prefix alone
-                req.digest = context_digest(req.input_ids[: req.decode_prefix_len])
-            req.output_ids = [int(aux["first_token"])]
-            req.status.update(KVPoll.Success)
+            self._land_kv(req, aux)
             await write_frame(writer, {"type": "ACK", "room": room})
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
             log_event("kv", bootstrap_room=room, state="connection_lost")
@@ -339,6 +324,29 @@ class DecodeEngine(Engine):
             else:
                 writer.close()
             self.wake()
+
+    async def _receive_kv(self, reader: asyncio.StreamReader, req: Req) -> tuple[int, dict[str, Any]]:
+        """Read a room's KV chunks until its end frame: the bytes received, and the end's
+        aux data (the first token, the context's digest)."""
+        received = 0
+        while True:
+            header, payload = await read_frame(reader)
+            if header.get("type") == "KV_CHUNK":
+                received += len(payload)
+                if req.rid in self._freed_at:  # the room was aborted and its pages handed on
+                    self._late_write(req)
+            elif header.get("type") == "KV_END":
+                return received, dict(header.get("aux") or {})
+
+    def _land_kv(self, req: Req, aux: dict[str, Any]) -> None:
+        """The room's KV is in place: decode holds its context and first token."""
+        aux = self._maybe_mix_up(aux)
+        req.digest = str(aux["digest"])
+        if req.decode_prefix_len and self.cfg.has(Defect.DECODE_PREFIX_KV_MISPLACED):
+            # the delta's pages are placed wrong: decode attends to its cached prefix alone
+            req.digest = context_digest(req.input_ids[: req.decode_prefix_len])
+        req.output_ids = [int(aux["first_token"])]
+        req.status.update(KVPoll.Success)
 
     async def _refuse(self, writer: asyncio.StreamWriter, req: Req, reason: str) -> None:
         """KV decode will not take: prefill hears why (ERR), and the room fails with it."""
@@ -603,7 +611,7 @@ class DecodeEngine(Engine):
         best = 0
         for seq in self._radix:
             n = 0
-            for a, b in zip(seq, ids[:-1]):
+            for a, b in zip(seq, ids[:-1], strict=False):
                 if a != b:
                     break
                 n += 1

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import os
 
-__all__ = ["Defect", "parse_defects", "defects_from_env"]
+__all__ = ["Defect", "defects_from_env", "parse_defects"]
 
 
 class Defect(enum.Enum):

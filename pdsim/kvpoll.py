@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["KVPoll", "RoomStatus", "KVTransferError"]
+__all__ = ["KVPoll", "KVTransferError", "RoomStatus"]
 
 
 class KVPoll(enum.IntEnum):

@@ -173,8 +173,19 @@ class PrefillEngine(Engine):
             log_event("req", rid=req.rid, bootstrap_room=req.room, state="abort_from_decode")
 
     def tick(self, now: float, *, check_timeouts: bool) -> None:
+        """One scheduler step, in SGLang's order: timeouts, rooms bootstrapped into the
+        waiting queue, transfers ended, failed waiting rooms out, the next forward, and what
+        was kept for rooms not yet seen expired."""
         if check_timeouts:
             self._check_timeouts(now)
+        self._pop_bootstrapped(now)
+        self._pop_transferred(now)
+        self._drop_failed_waiting(now)
+        self._start_forward()
+        self._expire_pending(now)
+
+    def _pop_bootstrapped(self, now: float) -> None:
+        """Rooms whose handshake ended: failed ones answered, the others to the waiting queue."""
         for req in list(self.bootstrap_queue):
             if req.leaked:
                 continue
@@ -189,6 +200,9 @@ class PrefillEngine(Engine):
                 self.alloc(req.prompt_tokens)
                 self.waiting.append(req)
                 log_event("req", rid=req.rid, bootstrap_room=req.room, state="waiting")
+
+    def _pop_transferred(self, now: float) -> None:
+        """Rooms of the inflight queue whose KV transfer ended, delivered or failed."""
         for req in list(self.inflight):
             if req.leaked:
                 continue
@@ -208,19 +222,28 @@ class PrefillEngine(Engine):
                 self.inflight.remove(req)
                 self.free(req.prompt_tokens)
                 self._fail(req, "Prefill transfer failed", now)
-        # SGLang's resolve_waiting_queue_bootstrap: a room whose transfer failed while it
-        # waited for a forward (decode aborted it) leaves before the forward, its KV freed
+
+    def _drop_failed_waiting(self, now: float) -> None:
+        """SGLang's resolve_waiting_queue_bootstrap: a room whose transfer failed while it
+        waited for a forward (decode aborted it) leaves before the forward, its KV freed."""
         for req in [r for r in self.waiting if not r.leaked and r.status.poll is KVPoll.Failed]:
             self.waiting.remove(req)
             self.free(req.prompt_tokens)
             self.metrics.count_failure(bootstrap=True)
             self._fail(req, "Prefill bootstrap failed", now)
+
+    def _start_forward(self) -> None:
+        """The waiting rooms as the next batch, once the last forward has ended."""
         if self.waiting and not self.forwarding:
             batch = [r for r in self.waiting if not r.leaked]
             self.waiting.clear()
             if batch:
                 self.forwarding = batch
                 self.spawn(self._forward(batch))
+
+    def _expire_pending(self, now: float) -> None:
+        """Decode's metadata and aborts kept for rooms prefill has not seen yet, dropped
+        once too old to belong to a room still coming."""
         cutoff = now - _PENDING_META_TTL_S
         for room in [r for r, (t, *_) in self._pending_meta.items() if t < cutoff]:
             del self._pending_meta[room]

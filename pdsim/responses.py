@@ -10,12 +10,12 @@ from pdsim.model import detokenize
 from pdsim.request import Endpoint, Req
 
 __all__ = [
+    "SSE_DONE",
     "error_body",
     "final_body",
     "sse",
     "stream_abort_event",
     "stream_chunks",
-    "SSE_DONE",
 ]
 
 SSE_DONE = b"data: [DONE]\n\n"

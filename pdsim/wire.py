@@ -12,7 +12,7 @@ import json
 import struct
 from typing import Any
 
-__all__ = ["read_frame", "write_frame", "split_addr"]
+__all__ = ["read_frame", "split_addr", "write_frame"]
 
 _HEAD = struct.Struct(">II")
 _MAX_HEADER = 1 << 20

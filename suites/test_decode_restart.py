@@ -89,15 +89,14 @@ def test_decode_killed_mid_transfer_then_restarted_alone(scenario, workload, fau
     # until decode has been killed and restarted, so that the trigger sees every agent's
     # room waiting for its KV; prefill stays frozen past the window and is thawed last, so
     # the bounds count from the thaw.
-    with contextlib.ExitStack() as prefill_held:
-        with faults.transfer_window():
-            convo = workload.conversations(**CONVERSATION, **retries(bounds), deadlines=deadlines).start()
-            prefill_held.callback(convo.join)
-            prefill_held.enter_context(
-                faults.freeze("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) >= CONVERSATION["agents"])
-            )
-            with faults.kill("decode"):
-                pass  # leaving the block restarts decode alone
+    with contextlib.ExitStack() as prefill_held, faults.transfer_window():
+        convo = workload.conversations(**CONVERSATION, **retries(bounds), deadlines=deadlines).start()
+        prefill_held.callback(convo.join)
+        prefill_held.enter_context(
+            faults.freeze("prefill", when=gauge(*DECODE_TRANSFER_QUEUE) >= CONVERSATION["agents"])
+        )
+        with faults.kill("decode"):
+            pass  # leaving the block restarts decode alone
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=held)
 
 

@@ -95,18 +95,17 @@ def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
     # Frozen inside the transfer: a real engine moves this KV in milliseconds, so the kv link
     # crawls (faults.transfer_window) until decode is frozen, then heals; the freeze stays
     # until prefill let go (or the bound passed). Nothing else is sent.
-    with contextlib.ExitStack() as frozen:
-        with faults.transfer_window():
-            request = workload.background(
-                [workload.chat("word " * 1500, max_tokens=4)], deadlines=lone
-            )  # a 1.5 s forward on pdsim
-            frozen.callback(request.join)
-            frozen.enter_context(
-                faults.freeze(
-                    "decode",
-                    when=gauge(*DECODE_TRANSFER_QUEUE) > 0,
-                    deadline_s=5,
-                    until=quiet(PREFILL_HOLDS),
-                    hold_s=released + 1,
-                )
+    with contextlib.ExitStack() as frozen, faults.transfer_window():
+        request = workload.background(
+            [workload.chat("word " * 1500, max_tokens=4)], deadlines=lone
+        )  # a 1.5 s forward on pdsim
+        frozen.callback(request.join)
+        frozen.enter_context(
+            faults.freeze(
+                "decode",
+                when=gauge(*DECODE_TRANSFER_QUEUE) > 0,
+                deadline_s=5,
+                until=quiet(PREFILL_HOLDS),
+                hold_s=released + 1,
             )
+        )

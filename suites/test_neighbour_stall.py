@@ -13,6 +13,7 @@ the second scenario, lasts until the newcomer has ended, then is hung up by its 
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -53,7 +54,7 @@ def stream_gaps_at_most(h: History, gap_s: float, *, phase: Phase, why: str) -> 
     streams = [o for o in scope(h, phase) if o.invoke.stream and len(o.chunks) >= 2]
     if not streams:
         return nothing_at_stake(f"no stream of phase {Phase(phase).value!r} with two chunks or more")
-    worst = [(max(b.t - a.t for a, b in zip(o.chunks, o.chunks[1:])), o) for o in streams]
+    worst = [(max(b.t - a.t for a, b in itertools.pairwise(o.chunks)), o) for o in streams]
     return all_within(
         worst,
         gap_s,

@@ -66,7 +66,7 @@ def send(
     async def run() -> dict[str, Leg]:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=2.0)) as client:
             results = await asyncio.gather(*(_post(client, stack.info.endpoints[leg] + path, full) for leg in legs))
-        return dict(zip(legs, results))
+        return dict(zip(legs, results, strict=True))
 
     return asyncio.run(run())
 

@@ -145,20 +145,20 @@ def test_link_faults_run_the_stack_files_commands_and_check_them(tmp_path):
     assert crawl.verify() == "links.kv.active: rate 32"
     crawl.heal()
     assert "exited 1" in crawl.verify_healed() and not rules.exists()
-    with pytest.raises(ConfigError, match="no links.kv.reset command"):
+    with pytest.raises(ConfigError, match=r"no links\.kv\.reset command"):
         stack.link_fault("kv", mode="reset")
 
     broken = AttachedStack.from_file(
         _write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "exit 3"}}}), state_dir=tmp_path
     )
-    with pytest.raises(FaultNotApplied, match="links.kv.blackhole exited 3"):
+    with pytest.raises(FaultNotApplied, match=r"links\.kv\.blackhole exited 3"):
         broken.link_fault("kv", mode="blackhole").inject()
     silent = AttachedStack.from_file(
         _write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "blackhole": "true"}}}), state_dir=tmp_path
     )
     quiet = silent.link_fault("kv", mode="blackhole")
     quiet.inject()
-    with pytest.raises(FaultNotApplied, match="links.kv.active exited 1 after blackhole"):
+    with pytest.raises(FaultNotApplied, match=r"links\.kv\.active exited 1 after blackhole"):
         quiet.verify()  # the command did nothing the link shows
     stuck = AttachedStack.from_file(
         _write(tmp_path, {**GOOD, "links": {"kv": {**links["kv"], "heal": "true"}}}), state_dir=tmp_path
@@ -166,7 +166,7 @@ def test_link_faults_run_the_stack_files_commands_and_check_them(tmp_path):
     kept = stuck.link_fault("kv", mode="blackhole")
     kept.inject()
     kept.heal()
-    with pytest.raises(FaultNotHealed, match="links.kv.active exited 0 after heal"):
+    with pytest.raises(FaultNotHealed, match=r"links\.kv\.active exited 0 after heal"):
         kept.verify_healed()
 
 

@@ -122,7 +122,7 @@ def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconf
     left."""
     import httpx
 
-    from chaos.faults.packet import PacketFault
+    from chaos.faults.packet import PacketFault, PacketLinks
     from chaos.stack_factory import StackFactory
     from chaos.targets.registry import TargetChoice
     from chaos.targets.sglang_cpu import packet_links_possible
@@ -141,6 +141,7 @@ def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconf
         assert len(reply.json()["output_ids"]) == 8
         assert "Receive: obj=GenerateReqInput" in stack.logs("decode")  # --log-requests, read through the target
         for link, mode in [("kv", "blackhole"), ("control", "reset")] if packet_links_possible() else []:
+            assert isinstance(stack, PacketLinks)
             fault = PacketFault(stack, link, mode=mode)
             fault.inject()
             try:

@@ -68,7 +68,7 @@ def _pdsim(cases: list[tuple[str, str | None]], monkeypatch: pytest.MonkeyPatch)
 def test_timeout_variables_parse_as_in_sglang(monkeypatch):
     cases = [(name, value) for name in VARIABLES for value in VALUES]
     want, got = _sglang(cases), _pdsim(cases, monkeypatch)
-    diff = [(case, w, g) for case, w, g in zip(cases, want, got) if w != g]
+    diff = [(case, w, g) for case, w, g in zip(cases, want, got, strict=True) if w != g]
     assert not diff, "pdsim parses differently from SGLang:\n" + "\n".join(
         f"{c}: sglang {w} pdsim {g}" for c, w, g in diff
     )

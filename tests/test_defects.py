@@ -84,11 +84,13 @@ def test_idle_watchdog_fires_only_when_traffic_arrives(start):
 
 def _abort_mid_stream(s) -> None:
     body = {"text": "a long story", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}, "stream": True}
-    with httpx.Client(base_url=s.info.endpoints["client"], timeout=httpx.Timeout(10, connect=2)) as c:
-        with c.stream("POST", "/generate", json=body) as r:
-            for line in r.iter_lines():
-                if line.startswith("data: "):
-                    break  # first token arrived: hang up mid-stream
+    with (
+        httpx.Client(base_url=s.info.endpoints["client"], timeout=httpx.Timeout(10, connect=2)) as c,
+        c.stream("POST", "/generate", json=body) as r,
+    ):
+        for line in r.iter_lines():
+            if line.startswith("data: "):
+                break  # first token arrived: hang up mid-stream
 
 
 @pytest.mark.parametrize("defects", ["", "leak_on_abort"])
@@ -191,7 +193,7 @@ def test_concurrent_replies_match_their_baseline_unless_room_mixup(start, defect
     prompts = [f"conversation number {i} about topic {i * 7}" for i in range(8)]
     baseline = [_ask_concurrently(s, [p])[0] for p in prompts]
     concurrent = _ask_concurrently(s, prompts)
-    mismatches = sum(a != b for a, b in zip(baseline, concurrent))
+    mismatches = sum(a != b for a, b in zip(baseline, concurrent, strict=False))
     assert (mismatches > 0) == bool(defects), f"{mismatches} of 8 replies differ from their baseline"
 
 
@@ -215,9 +217,11 @@ def _stream_events(s) -> list[str]:
     from tests.pdpair import pd_fields
 
     body = {**BODY, "stream": True, **pd_fields(s)}
-    with httpx.Client(timeout=httpx.Timeout(10, connect=2)) as c:
-        with c.stream("POST", s.info.endpoints["prefill"] + "/generate", json=body) as r:
-            return [ln for ln in r.iter_lines() if ln.startswith("data: ")]
+    with (
+        httpx.Client(timeout=httpx.Timeout(10, connect=2)) as c,
+        c.stream("POST", s.info.endpoints["prefill"] + "/generate", json=body) as r,
+    ):
+        return [ln for ln in r.iter_lines() if ln.startswith("data: ")]
 
 
 @pytest.mark.parametrize("defects", ["", "silent_stream_end"])

@@ -136,7 +136,8 @@ def test_rotating_load_is_no_problem_even_if_a_slow_sampler_reads_it_pinned(stac
         user.join()
     assert report.diagnosis.location == NO_PROBLEM, report.diagnosis.line()
     inflight = next(s for s in report.stats if s.hop == "prefill inflight")
-    assert inflight.shape == "rotating" and inflight.min == 0 and inflight.max >= 1, inflight.to_json()
+    assert inflight.shape == "rotating" and inflight.min == 0, inflight.to_json()
+    assert inflight.max is not None and inflight.max >= 1, inflight.to_json()
     assert inflight.progress > 0
     assert inflight.coarse_pinned_share and inflight.coarse_pinned_share > 0, inflight.to_json()
     assert set(user.codes) == {200}, user.codes

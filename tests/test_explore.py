@@ -64,9 +64,10 @@ def test_cache_flushes_come_only_where_the_deck_dealt_nothing():
     unstruck = [st for st in steps if not st.strike or st.strike.action == FLUSH]
     assert 0 < len(flushes) < len(unstruck)
     assert not any(st.load.shape in ("impatient", "unservable") for st in flushes)
-    assert {st.strike.where for st in flushes} == {"prefill", "decode"}
-    assert len({st.strike.trigger for st in flushes}) > 1
-    assert all(primary_path(st.strike) for st in flushes)
+    struck = [st.strike for st in flushes if st.strike]
+    assert {s.where for s in struck} == {"prefill", "decode"}
+    assert len({s.trigger for s in struck}) > 1
+    assert all(primary_path(s) for s in struck)
     text = render(Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike(FLUSH, "decode", "at_decode")),)))
     assert 'with faults.flush_cache("decode", when=scenario.requests_at("decode") >= 1):' in text
 
@@ -166,7 +167,7 @@ def test_impatient_clients_hang_up_inside_their_own_block_and_fire_nothing_else(
 )
 def test_backstops_are_judged_where_only_primary_paths_acted(strikes, judged):
     loads = (Load("impatient", 3, words=10, max_tokens=200), Load("streams", 2, max_tokens=100))
-    s = Schedule(1, 0, "embedded", tuple(Step(load, strike) for load, strike in zip(loads, strikes)))
+    s = Schedule(1, 0, "embedded", tuple(Step(load, strike) for load, strike in zip(loads, strikes, strict=True)))
     assert ("primary_only=True" in render(s)) is judged
 
 
@@ -387,9 +388,7 @@ def test_a_client_timeout_behind_retried_waiting_timeouts_is_smgs_known_retry_bu
     )
     known = known_for(stuck, retried, ALL)
     assert known is not None and known.component == "smg" and "retries" in known.behaviour
-    once = _verdict(
-        "failed_requests_are_clean", outcomes=["client_timeout"], ended_by={"op1": ["waiting timeout"]}
-    )
+    once = _verdict("failed_requests_are_clean", outcomes=["client_timeout"], ended_by={"op1": ["waiting timeout"]})
     assert known_for(stuck, once, ALL) is None  # one attempt: no retry multiplied anything
     other = _verdict("failed_requests_are_clean", outcomes=["client_timeout"], ended_by={"op1": ["open", "open"]})
     assert known_for(stuck, other, ALL) is None  # the attempts were not ended by decode's timeout

@@ -40,8 +40,10 @@ def _start(tmp_path: Path, base: int, *extra: str) -> subprocess.Popen[bytes]:
         "--junitxml=" + str(tmp_path / "j.xml"),
         *extra,
     ]
-    log = open(tmp_path / "child.log", "wb")
-    return subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(tmp_path / "child.log", "wb") as log:  # the child holds its own copy of the descriptor
+        return subprocess.Popen(
+            args, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
 
 
 def _wait_or_explain(proc: subprocess.Popen[bytes], tmp_path: Path, timeout_s: float) -> None:
@@ -189,10 +191,10 @@ def test_sigterm_to_explore_stops_its_episodes_stack(tmp_path, base):
     reaches the child as an interrupt (chaos.pytest_run), so the stack is stopped too."""
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
     args = [sys.executable, "-m", "chaos.cli", "explore", "--seed", "1", "--budget", "1", f"--port-base={base}"]
-    log = open(tmp_path / "child.log", "wb")
-    proc = subprocess.Popen(
-        [*args, "--out", str(tmp_path / "explore")], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
-    )
+    with open(tmp_path / "child.log", "wb") as log:  # the child holds its own copy of the descriptor
+        proc = subprocess.Popen(
+            [*args, "--out", str(tmp_path / "explore")], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
     try:
         wait_until(lambda: _stack_written(tmp_path), timeout_s=60, what="the episode's stack is up")
         pids = _stack_pids(tmp_path)

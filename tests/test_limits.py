@@ -57,10 +57,12 @@ def test_a_bounded_wait_gets_its_own_deadline_on_top_of_the_base(limit):
 @pytest.mark.timeout(20, method="thread")
 def test_a_wait_past_its_own_deadline_is_named_with_what_it_serves(limit):
     limit(0.2)
-    with pytest.raises(TimeLimitHit) as hit:
-        with activity("heal kv#1 bandwidth(rate=1) on kv upstream"):
-            with waiting("Toxiproxy to remove the toxic", 0.3):
-                _hang(10)
+    with (
+        pytest.raises(TimeLimitHit) as hit,
+        activity("heal kv#1 bandwidth(rate=1) on kv upstream"),
+        waiting("Toxiproxy to remove the toxic", 0.3),
+    ):
+        _hang(10)
     text = str(hit.value)
     assert "heal kv#1 bandwidth(rate=1) on kv upstream > Toxiproxy to remove the toxic (waited 0." in text, text
     assert "of its 0.3s" in text, text
@@ -88,9 +90,8 @@ def test_background_waits_are_named_not_counted(limit):
 @pytest.mark.timeout(20, method="thread")
 def test_nested_waits_count_once(limit):
     lim = limit(5.0)
-    with waiting("outer", 0.5):
-        with waiting("inner", 100):
-            pass
+    with waiting("outer", 0.5), waiting("inner", 100):
+        pass
     assert lim.waited_s < 0.5  # the inner wait's 100 s never extended the limit
 
 

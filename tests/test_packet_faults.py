@@ -11,6 +11,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -194,13 +195,15 @@ def test_a_suite_names_the_link_and_the_target_picks_the_mechanism(stage):
 
     stage.info = SimpleNamespace(proxies={})  # no proxy on the link
     stage.capabilities = frozenset()
-    faults = Faults(stage, History(), sampler=None, toxiproxy=None)
+    faults = Faults(stage, History(), sampler=cast(Any, None), toxiproxy=None)  # a packet fault samples nothing
     with faults.blackhole("echo", stream="upstream") as fault:
         assert isinstance(fault, PacketFault) and fault.mode == "blackhole"
         assert _echo(stage.port, b"z", timeout_s=1.0) == "timeout"
     assert _echo(stage.port, b"z") == "ok"
     with faults.down("echo") as fault:
-        assert fault.mode == "reset"  # Toxiproxy's down closes open connections and refuses new ones: so does reset
+        assert (
+            isinstance(fault, PacketFault) and fault.mode == "reset"
+        )  # Toxiproxy's down closes open connections and refuses new ones: so does reset
     for refused in (
         lambda: faults.latency("echo", 100),
         lambda: faults.limit_data("echo", 10),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from chaos.client import Deadlines
-from chaos.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome
+from chaos.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Stage
 from chaos.reports import render_timeline, where_stuck
 from chaos.reports.logs import LogCursor, capture_logs, parse_engine_line
 from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
@@ -83,9 +83,9 @@ def test_table_from_the_real_stack_names_the_proxy_and_the_handshake(stack, hist
 def test_reports_are_drawn_and_redrawn_from_saved_files(tmp_path):
     (tmp_path / "t1").mkdir()
     h = History(path=tmp_path / "t1" / "history.jsonl")
-    h.append(FaultEvent(1.0, 0.0, "kill#1", "inject", "SIGKILL decode"))
+    h.append(FaultEvent(1.0, 0.0, "kill#1", Stage.INJECT, "SIGKILL decode"))
     _op(h, "a", Outcome.CLEAN_ERROR, 2.0)
-    h.append(FaultEvent(3.0, 0.0, "kill#1", "healed", "SIGKILL decode"))
+    h.append(FaultEvent(3.0, 0.0, "kill#1", Stage.HEALED, "SIGKILL decode"))
     h.close()
     result = result_of(h, nodeid="suites/x.py::t1", outcome="failed", duration_s=3.0)
     write_test_report(tmp_path / "t1", h, result)
@@ -115,7 +115,7 @@ def test_real_sglang_lines_join_by_routing_key():
         )
         return f"[2026-12-01 03:13:13] {kind}: obj=GenerateReqInput(rid='{rid}', session_id=None, bootstrap_room=7, routing_key='{key}', priority=None){out}"
 
-    logs = {"prefill": [], "decode": [], "router": []}
+    logs: dict[str, list[str]] = {"prefill": [], "decode": [], "router": []}
     cursor = LogCursor(lambda svc: "".join(entry + "\n" for entry in logs[svc]), ("prefill", "decode", "router"))
     logs["prefill"] += [
         line("Receive", "p1", "op-held"),

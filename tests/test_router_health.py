@@ -45,7 +45,7 @@ def router() -> Iterator[tuple[str, Pages]]:
     pages = Pages([""])
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             body = pages.next().encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))

@@ -99,7 +99,7 @@ def test_pdsim_conforms_to_real_sglang(sglang_stack, pytestconfig, tmp_path):
 def test_pd_output_equals_a_single_process_reference(sglang_stack):
     want = reference_output_ids(PROMPTS)
     client = sglang_stack.info.endpoints["client"]
-    for prompt, expected in zip(PROMPTS, want):
+    for prompt, expected in zip(PROMPTS, want, strict=True):
         body = {"text": prompt, "sampling_params": {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True}}
         reply = httpx.post(f"{client}/generate", json=body, timeout=30)
         assert reply.status_code == 200, reply.text
@@ -141,12 +141,12 @@ def test_the_samplers_cut_page_gives_what_the_whole_page_gives(sglang_stack):
 
     from chaos.sampler import metrics_urls, parse_metrics, values_of
 
-    for source, urls in metrics_urls(sglang_stack.info.endpoints).items():
+    for urls in metrics_urls(sglang_stack.info.endpoints).values():
         for url in urls:
             text = httpx.get(url, timeout=5.0).text
             cut, whole = parse_metrics(text), values_of(text_string_to_metric_families(text))
             assert cut.keys() == whole.keys(), (url, sorted(cut.keys() ^ whole.keys()))
-            differ = [k for k, v in cut.items() if not (v == whole[k] or math.isnan(v) and math.isnan(whole[k]))]
+            differ = [k for k, v in cut.items() if not (v == whole[k] or (math.isnan(v) and math.isnan(whole[k])))]
             assert not differ, (url, differ)
 
 

@@ -43,7 +43,8 @@ def test_process_trees_are_read_and_a_descriptor_more_is_seen():
         with socket.socket() as extra:
             extra.bind(("127.0.0.1", 0))
             assert s.poll(lambda: (last := s.latest(PROCS)) is not None and last.t > before.t, timeout_s=3)
-            assert s.latest(PROCS).values["open_fds:rig"] >= before.values["open_fds:rig"] + 1
+            after = s.latest(PROCS)
+            assert after is not None and after.values["open_fds:rig"] >= before.values["open_fds:rig"] + 1
     finally:
         s.stop()
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import httpx
 import pytest
@@ -20,16 +21,22 @@ from tests.ports import port_base
 PDCHAOS = [sys.executable, "-m", "chaos.cli"]
 
 
+@dataclass(frozen=True)
+class Cli:
+    """``pdchaos`` against one state folder and port base: call it with the arguments."""
+
+    base: int
+    state: Path
+
+    def __call__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> CompletedProcess[str]:
+        return run(
+            [*PDCHAOS, "--state-dir", str(self.state), *args], timeout_s=timeout, env={**os.environ, **(env or {})}
+        )
+
+
 @pytest.fixture
 def cli(tmp_path, pytestconfig):
-    base = PortAllocator(port_base(pytestconfig, "stack_cli")).next_base()
-    state = tmp_path / "state"
-
-    def pdchaos(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return run([*PDCHAOS, "--state-dir", str(state), *args], timeout_s=timeout, env={**os.environ, **(env or {})})
-
-    pdchaos.base = base
-    pdchaos.state = state
+    pdchaos = Cli(PortAllocator(port_base(pytestconfig, "stack_cli")).next_base(), tmp_path / "state")
     yield pdchaos
     pdchaos("down")
 

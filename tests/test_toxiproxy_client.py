@@ -74,7 +74,7 @@ def test_every_call_times_out_against_a_silent_server(silent_server):
     ]
     for call in calls:
         t0 = time.monotonic()
-        with pytest.raises(ToxiproxyError, match="ReadTimeout|did not answer"):
+        with pytest.raises(ToxiproxyError, match=r"ReadTimeout|did not answer"):
             call()
         assert time.monotonic() - t0 < 2.0
     client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import socket
 import threading
 import time
@@ -10,7 +11,7 @@ import pytest
 
 from chaos.client import Deadlines
 from chaos.faults.network import remove_toxic, toxiproxy_restarter
-from chaos.history import Chunk, History, Outcome, Phase
+from chaos.history import Chunk, Complete, History, Outcome, Phase
 from chaos.toxiproxy import Toxic
 from chaos.wait import wait_until
 from chaos.workloads import Workload
@@ -86,7 +87,7 @@ def test_limit_data_mid_stream_is_truncated(workload, faults):
 
 
 def test_silence_inside_an_open_stream_is_stalled(stack, workload, faults, history):
-    out = {}
+    out: dict[str, Complete] = {}
     th = threading.Thread(
         target=lambda: out.update(r=workload.request("/v1/chat/completions", LONG, deadlines=Deadlines(stall_s=1.0)))
     )
@@ -161,5 +162,5 @@ def test_background_with_an_interval_sends_on_its_schedule(workload, history):
     done = workload.background([CHAT] * 4, interval_s=0.3).join()
     sent = sorted(op.invoke.t for op in history.ops())
     assert [c.outcome for c in done] == [Outcome.OK] * 4
-    gaps = [b - a for a, b in zip(sent, sent[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
     assert all(0.25 <= g <= 0.6 for g in gaps), gaps

@@ -139,7 +139,7 @@ def diagnose(
                 h for h in open_requests if h.startswith(service)
             ]
             where = min(hops, key=_pipeline_order) if hops else service
-            ev = [f"{service} did not answer /metrics: {unreachable[service]}"] + holding
+            ev = [f"{service} did not answer /metrics: {unreachable[service]}", *holding]
             n_open = sum(len(ids) for hop, ids in open_requests.items() if hop.startswith(service))
             if n_open:
                 ev.append(f"{n_open} requests started and not finished in {service}'s log")
@@ -184,9 +184,9 @@ def diagnose(
             "router",
             "failing",
             [
-                f"a fresh request straight to the router failed: {router_probe['outcome']} {router_probe.get('error', '')[:120]}"
-            ]
-            + holding,
+                f"a fresh request straight to the router failed: {router_probe['outcome']} {router_probe.get('error', '')[:120]}",
+                *holding,
+            ],
         )
 
     ev = [

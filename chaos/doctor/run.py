@@ -141,7 +141,7 @@ def write_report(report: DoctorReport, reports_dir: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "doctor.json").write_text(json.dumps(report.to_json(), indent=2))
     fig, axes = plt.subplots(len(report.stats), 1, figsize=(10, 1.4 * len(report.stats)), sharex=True)
-    for ax, st in zip(axes, report.stats):
+    for ax, st in zip(axes, report.stats, strict=True):
         if st.series:
             ax.step(
                 [t for t, _ in st.series],

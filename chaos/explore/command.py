@@ -19,7 +19,7 @@ from chaos.targets.registry import TARGETS, TargetChoice
 __all__ = ["add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "explore", help="seeded random fault schedules judged by universal invariants; finds shrunk to reproducers"
     )

@@ -23,7 +23,7 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any, Callable, Collection, Iterator
 
 from chaos.explore.budget import Budget
 from chaos.explore.health import unhealthy
@@ -163,7 +163,7 @@ class Explorer:
         where.mkdir(parents=True, exist_ok=True)
         names = [s.name() + tag for s in schedules]
         files = [where / f"test_{name}.py" for name in names]
-        for schedule, file in zip(schedules, files):
+        for schedule, file in zip(schedules, files, strict=True):
             file.write_text(render(schedule, note=note))
         batch = names[0] if len(names) == 1 else f"{names[0]}-{names[-1]}"
         reports = where / "reports" / batch
@@ -181,7 +181,7 @@ class Explorer:
         results = load_results(reports)
         took = _durations(reports)
         episodes: list[Episode] = []
-        for schedule, file in zip(schedules, files):
+        for schedule, file in zip(schedules, files, strict=True):
             test = function_name(schedule)
             mine = [r for r in results if r.test.endswith("::" + test)]
             if not mine and episodes:
@@ -268,7 +268,7 @@ def explore(
 
         tried_n = itertools.count(1)
 
-        def still_fails(candidate: Schedule) -> bool:
+        def still_fails(candidate: Schedule, target: Signature = target, tried_n: Iterator[int] = tried_n) -> bool:
             """``CONFIRM`` runs in a row fail the same way (each its own file, log and
             reports; the first that does not ends the try)."""
             return all(

@@ -20,8 +20,8 @@ __all__ = [
     "Step",
     "Strike",
     "cuts",
-    "primary_path",
     "generate",
+    "primary_path",
     "strikes_for",
 ]
 

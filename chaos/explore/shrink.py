@@ -35,15 +35,15 @@ def candidates(schedule: Schedule) -> Iterator[Schedule]:
             yield schedule.with_steps(steps[:i] + steps[i + 1 :])
     for i, step in enumerate(steps):
         if step.strike is not None:
-            yield schedule.with_steps(steps[:i] + [Step(step.load)] + steps[i + 1 :])
+            yield schedule.with_steps([*steps[:i], Step(step.load), *steps[i + 1 :]])
     for i, step in enumerate(steps):
         if step.strike is not None and step.strike.held:
             yield schedule.with_steps(
-                steps[:i] + [replace(step, strike=replace(step.strike, held=False))] + steps[i + 1 :]
+                [*steps[:i], replace(step, strike=replace(step.strike, held=False)), *steps[i + 1 :]]
             )
     for i, step in enumerate(steps):
         for load in _smaller_loads(step.load):
-            yield schedule.with_steps(steps[:i] + [replace(step, load=load)] + steps[i + 1 :])
+            yield schedule.with_steps([*steps[:i], replace(step, load=load), *steps[i + 1 :]])
 
 
 def shrink(

@@ -4,7 +4,7 @@ operator (or an engine-side abort) ends every request an engine holds at once; a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 
@@ -22,8 +22,8 @@ class _EngineCall(Fault):
     nothing to heal: a call is a moment."""
 
     path: str
-    body: dict[str, Any] | None = None
-    ANSWERS: dict[int, str]
+    body: ClassVar[dict[str, Any] | None] = None
+    ANSWERS: ClassVar[dict[int, str]]
 
     def __init__(self, target: Target, service: str) -> None:
         self.target, self.service = target, service
@@ -49,8 +49,8 @@ class AbortAll(_EngineCall):
 
     kind = "abort_all"
     path = "/abort_request"
-    body = {"rid": "", "abort_all": True}
-    ANSWERS = {200: " abort_all"}
+    body: ClassVar[dict[str, Any] | None] = {"rid": "", "abort_all": True}
+    ANSWERS: ClassVar[dict[int, str]] = {200: " abort_all"}
 
     @property
     def implicates(self) -> tuple[str, ...]:
@@ -73,7 +73,7 @@ class CacheFlush(_EngineCall):
 
     kind = "flush_cache"
     path = "/flush_cache"
-    ANSWERS = {200: ": flushed", 400: ": refused (busy)"}
+    ANSWERS: ClassVar[dict[int, str]] = {200: ": flushed", 400: ": refused (busy)"}
 
     @property
     def implicates(self) -> tuple[str, ...]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from chaos.history import History, Sample
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
@@ -44,7 +46,7 @@ def charged_only_where_struck(h: History, workers: dict[str, str]) -> Finding:
         series = _charges(h, worker)
         if len(series) < 2:
             return unknown(f"smg listed no breaker outcomes of {engine} ({worker}) in two samples")
-        charged = [(t, b - a if b >= a else b) for (_, a), (t, b) in zip(series, series[1:]) if b != a]
+        charged = [(t, b - a if b >= a else b) for (_, a), (t, b) in itertools.pairwise(series) if b != a]
         totals[engine], moments[engine] = sum(n for _, n in charged), [t for t, _ in charged]
     wrong = next((engine for engine in unstruck if totals[engine]), None)
     if wrong is not None:  # every worker's charges in the evidence: whether the struck one was charged too

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import itertools
 
 from chaos.history import History, Phase
 
@@ -44,4 +45,4 @@ def start(h: History, since: Since) -> float | None:
 
 def increments(series: list[tuple[float, float]]) -> list[float]:
     """The moments a counter's series rose."""
-    return [t for (_, a), (t, b) in zip(series, series[1:]) if b > a]
+    return [t for (_, a), (t, b) in itertools.pairwise(series) if b > a]

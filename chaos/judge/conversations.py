@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from chaos.history import Done, History, Outcome
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
@@ -28,7 +30,7 @@ def context_grows(h: History) -> Finding:
         counted = [t for t in tokens if t is not None]
         if len(counted) < len(tokens):
             return unknown(f"{agent} replies carry no prompt_tokens")
-        for prev, cur, op in zip(counted, counted[1:], done[1:]):
+        for (prev, cur), op in zip(itertools.pairwise(counted), done[1:], strict=True):
             if cur <= prev:
                 bad.append(f"{agent} ({phase}) round {op.invoke.round}: prompt_tokens {cur} after {prev}")
                 ops.append(op.invoke.op)

@@ -14,7 +14,7 @@ __all__ = ["finish_reasons_tell_the_truth", "replies_match_baseline"]
 def _divergence(got: str, want: str) -> tuple[int, str]:
     """Where a reply leaves its baseline: the first differing character, with a little of
     each side from there (a reply can be right for pages and wrong after)."""
-    at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+    at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
     return at, f"differs from char {at} of {len(want)}: got {got[at : at + 40]!r}, baseline {want[at : at + 40]!r}"
 
 

@@ -196,9 +196,15 @@ def _disagreement(o: Done) -> str:
     reply with a success status whose body is an error (not SGLang's graceful abort, which
     says ``finish_reason: abort``); a success with no content though it counted tokens."""
     c = o.complete
-    if not o.invoke.stream and o.outcome is Outcome.CLEAN_ERROR and c.status and 200 <= c.status < 300:
-        if c.finish != "abort":
-            return f"status {c.status} with an error body: {c.error[:80]}"
+    graceful_abort = c.finish == "abort"
+    if (
+        not o.invoke.stream
+        and o.outcome is Outcome.CLEAN_ERROR
+        and c.status
+        and 200 <= c.status < 300
+        and not graceful_abort
+    ):
+        return f"status {c.status} with an error body: {c.error[:80]}"
     if o.outcome is Outcome.OK and not c.reply and (c.completion_tokens or 0) > 0:
         return f"success with no content, yet {c.completion_tokens} completion tokens"
     return ""

@@ -9,10 +9,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.pyplot as plt
 
-from chaos.growth import Limit, checkpoints, fit  # noqa: E402
-from chaos.history import History  # noqa: E402
+from chaos.growth import Limit, checkpoints, fit
+from chaos.history import History
 
 __all__ = ["render_growth"]
 
@@ -30,7 +30,7 @@ def render_growth(history: History, limits: list[Limit], folder: Path) -> Path:
         )
     (folder / "soak.md").write_text(f"# Soak: {len(checkpoints(history))} checkpoints\n\n" + "\n".join(rows) + "\n")
     fig, axes = plt.subplots(len(fits), 1, figsize=(10, 1.8 * len(fits)), sharex=True, squeeze=False)
-    for ax, (lim, f) in zip(axes[:, 0], fits):
+    for ax, (lim, f) in zip(axes[:, 0], fits, strict=True):
         ax.set_title(f"{lim.label} ({lim.unit.strip() or 'count'})", fontsize=8, loc="left")
         if f is None:
             ax.text(

@@ -8,10 +8,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.pyplot as plt
 
-from chaos.history import FaultEvent, History, Outcome, Stage  # noqa: E402
-from chaos.pipeline import PIPELINE  # noqa: E402
+from chaos.history import FaultEvent, History, Outcome, Stage
+from chaos.pipeline import PIPELINE
 
 __all__ = ["render_timeline"]
 
@@ -69,7 +69,7 @@ def render_timeline(history: History, path: Path, *, title: str = "") -> Path:
     for hop in PIPELINE:
         series = history.series(*hop.gauge) if hop.gauge else []
         if series:
-            ts, vs = zip(*series)
+            ts, vs = zip(*series, strict=True)
             gauges.step(ts, vs, where="post", label=hop.label, linewidth=1.2)
     gauges.set_ylabel("gauge value")
     gauges.set_xlabel("seconds since the test began")

@@ -22,7 +22,7 @@ from chaos.targets.bringup import wait_ready
 from chaos.targets.stackfile import load_stack_file
 from chaos.wait import wait_until
 
-__all__ = ["AttachedStack", "DESTRUCTIVE_HINT"]
+__all__ = ["DESTRUCTIVE_HINT", "AttachedStack"]
 
 DESTRUCTIVE_HINT = (
     "pass --allow-destructive to let pd-chaos kill, freeze and restart services of a stack it did not start"

@@ -12,13 +12,13 @@ from typing import Protocol, runtime_checkable
 from chaos.stack import StackInfo
 
 __all__ = [
-    "Capability",
     "ENGINES",
     "ENGINE_LINKS",
     "REAL_SGLANG",
     "REAL_SGLANG_LINKS",
     "SERVICES",
     "START_FAILURE",
+    "Capability",
     "Target",
 ]
 

@@ -81,7 +81,7 @@ def served_model(info: StackInfo) -> str:
         return str(model)
     reply = httpx.get(f"{info.endpoints['router']}/v1/models", timeout=HTTP_CALL_S)
     reply.raise_for_status()
-    models = [m["id"] for m in reply.json().get("data", [])]
+    models = [str(m["id"]) for m in reply.json().get("data", [])]
     if not models:
         raise TargetError(f"{info.endpoints['router']}/v1/models lists no model")
     return models[0]

@@ -35,7 +35,7 @@ from chaos.targets.sglang_cpu import LAUNCHER, PACKET_CAPABILITIES, PACKET_LINKS
 from chaos.tools import REPO_ROOT
 from chaos.wait import STATE_CHANGE_S, wait_until
 
-__all__ = ["ComposeStack", "VARIANTS", "compose_env", "rendered"]
+__all__ = ["VARIANTS", "ComposeStack", "compose_env", "rendered"]
 
 COMPOSE_DIR = REPO_ROOT / "compose"
 

@@ -17,6 +17,7 @@ import signal
 import sys
 import uuid
 from pathlib import Path
+from typing import cast
 
 from chaos.errors import ConfigError, TargetError
 from chaos.ports import ensure_free
@@ -156,7 +157,7 @@ class EmbeddedStack:
                 ),
                 {"NO_COLOR": "1"},
                 logs / "router.log",
-            ),  # fmt: skip
+            ),
         }
 
     @staticmethod
@@ -191,7 +192,7 @@ class EmbeddedStack:
                 ),
                 engine_env,
                 logs / "prefill.log",
-            ),  # fmt: skip
+            ),
             "decode": ProcSpec(
                 "decode",
                 (
@@ -211,7 +212,7 @@ class EmbeddedStack:
                 ),
                 engine_env,
                 logs / "decode.log",
-            ),  # fmt: skip
+            ),
         }
 
     def _launch(self, spec: ProcSpec) -> None:
@@ -261,7 +262,7 @@ class EmbeddedStack:
         return rec
 
     def pid(self, service: str) -> int:
-        return int(self._check(service)["pid"])  # type: ignore[call-overload]
+        return cast(int, self._check(service)["pid"])
 
     def spec(self, service: str) -> ProcSpec:
         return ProcSpec.from_json(service, self._check(service))

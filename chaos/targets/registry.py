@@ -99,7 +99,8 @@ class TargetChoice:
 
     def missing_reason(self, cap: Capability) -> str:
         if self.name == "attach":
-            return self._attached.missing_reason(cap)  # type: ignore[attr-defined]
+            reason: str = self._attached.missing_reason(cap)  # type: ignore[attr-defined]
+            return reason
         return f"target {self.name} lacks {cap.value}"
 
     def start(self, cfg: StackConfig) -> Target:

@@ -164,7 +164,7 @@ def load_stack_file(path: Path) -> dict[str, Any]:
     import jsonschema
 
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw: dict[str, Any] = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"stack file {path} not found") from None
     except yaml.YAMLError as exc:

@@ -31,7 +31,7 @@ def assign_req_to_token_pool_cpu(
     end) into ``req_to_token[req_pool_indices[i], start_offset[i]:end_offset[i]]``."""
     del pool_len  # the row length is req_to_token's own
     out = 0
-    for row, start, end in zip(req_pool_indices.tolist(), start_offset.tolist(), end_offset.tolist()):
+    for row, start, end in zip(req_pool_indices.tolist(), start_offset.tolist(), end_offset.tolist(), strict=True):
         n = end - start
         req_to_token[row, start:end] = out_cache_loc[out : out + n].to(req_to_token.dtype)
         out += n
