@@ -20,6 +20,9 @@ A real SGLang engine's ``/metrics`` queue gauges move only when decode logs a ba
 engine that serves ``/v1/loads`` (the stack's ``<engine>_loads`` endpoint) is read there
 too, in the same sample: its live counts (``sglang_disagg_decode_transfer_queue_reqs``)
 take the names of the gauges they stand for (``num_decode_transfer_queue_reqs``) and win.
+What ``/metrics`` said of the same figure is kept beside them, as ``<name>@metrics``
+(``twin``): two sources of one figure are judged against each other
+(``chaos.judge.gauges.sources_agree``), so that a lying one cannot hide behind the other.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from chaos.errors import TargetError
 from chaos.history import History, Sample
 from chaos.limits import waiting
 
-__all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "parse_metrics", "values_of"]
+__all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "merged", "parse_metrics", "twin", "values_of"]
 
 DEFAULT_INTERVAL_S = 0.1
 _SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
@@ -118,6 +121,22 @@ def values_of(families: Iterable[Metric]) -> dict[str, float]:
             elif "path" in s.labels:  # smg: serving traffic apart from health checks
                 key = f"{name}:{'probe' if s.labels['path'] in PROBE_PATHS else 'serving'}"
                 values[key] = values.get(key, 0.0) + s.value
+    return values
+
+
+def twin(name: str) -> str:
+    """The key of what an engine's ``/metrics`` said of a figure its ``/v1/loads`` also
+    reports (the plain name holds the live count)."""
+    return f"{name}@metrics"
+
+
+def merged(pages: list[dict[str, float]]) -> dict[str, float]:
+    """One sample's values from its pages in order (``/metrics``, then ``/v1/loads``): a
+    later page's figure wins, and what the first page said of it is kept as its ``twin``."""
+    values = dict(pages[0]) if pages else {}
+    for page in pages[1:]:
+        values |= {twin(name): values[name] for name in page if name in values and name in pages[0]}
+        values |= page
     return values
 
 
@@ -207,16 +226,16 @@ class Sampler:
 
     def _scrape(self, name: str) -> None:
         t = self.history.now()
-        values: dict[str, float] = {}
+        pages: list[dict[str, float]] = []
         try:
             for url in self.urls[name]:  # all of them, or no sample: a half sample would mix stale and live
                 r = self._clients[name].get(url)
                 r.raise_for_status()
-                values |= parse_metrics(r.text)
+                pages.append(parse_metrics(r.text))
         except (httpx.HTTPError, ValueError):
             self.failures[name].append(t)
             return
-        self._add(Sample(t, name, values))
+        self._add(Sample(t, name, merged(pages)))
 
     def _probe_health(self, name: str) -> None:
         t = self.history.now()

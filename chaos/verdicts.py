@@ -16,7 +16,7 @@ scenarios from the target's configuration (``chaos.bounds``), not written into v
 | ``judge.conversations`` | context_grows |
 | ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
-| ``judge.gauges`` | no_leak |
+| ``judge.gauges`` | no_leak, sources_agree |
 | ``judge.recovery`` | recovers, recovers_after_each_heal |
 | ``judge.breakers`` | charged_only_where_struck |
 | ``judge.health`` | health_tells_truth, not_ready_before_gone |
@@ -44,7 +44,7 @@ from chaos.judge.clock import Since
 from chaos.judge.conversations import context_grows
 from chaos.judge.counters import counter_never_rises, watchdog_fired
 from chaos.judge.declare import Check, Window, premise, verdict
-from chaos.judge.gauges import no_leak
+from chaos.judge.gauges import no_leak, sources_agree
 from chaos.judge.health import health_tells_truth, not_ready_before_gone
 from chaos.judge.heartbeat import decode_gives_prefill_up
 from chaos.judge.judging import evaluate, expect, record, require
@@ -120,6 +120,7 @@ __all__ = [
     "requests_affected",
     "require",
     "sigterm_drains",
+    "sources_agree",
     "status_agrees_with_body",
     "unknown",
     "unmet",

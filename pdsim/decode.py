@@ -666,9 +666,11 @@ class DecodeEngine(Engine):
         )
 
     def loads(self) -> dict[str, int]:
-        waiting = len(self.prealloc) + len(self.transfer) + len(self.waiting)
+        # the defect: the load report leaves out the rooms waiting for their KV
+        transfer = 0 if self.cfg.has(Defect.LOAD_REPORT_OMITS_TRANSFERS) else len(self.transfer)
+        waiting = len(self.prealloc) + transfer + len(self.waiting)
         return {"running": len(self.running), "waiting": waiting, "total": waiting + len(self.running),
-                "decode_prealloc_queue_reqs": len(self.prealloc), "decode_transfer_queue_reqs": len(self.transfer)}  # fmt: skip
+                "decode_prealloc_queue_reqs": len(self.prealloc), "decode_transfer_queue_reqs": transfer}  # fmt: skip
 
     def is_idle(self) -> bool:
         return not (self.prealloc or self.transfer or self.waiting or self.running)

@@ -17,6 +17,7 @@ from chaos import verdicts as v
 from chaos.client import Deadlines
 from chaos.history import Phase
 from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
+from chaos.targets.base import Capability
 from chaos.upstream import DEFERRED_KV_RELEASE, DEFERRED_KV_RELEASE_HELD
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]
@@ -47,15 +48,37 @@ def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
         workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds)).run()
 
 
+# SGLang 0.5.23's /metrics gauges change only when its scheduler logs a batch
+METRICS_STALE_BETWEEN_BATCHES = (
+    "an engine's /metrics queue and KV gauges change only when its scheduler logs a batch, so while "
+    "no batch runs they keep their last values: behind a stalled KV link decode's /metrics reads its "
+    "transfer queue and used tokens 0 while its /v1/loads reads the rooms waiting; once quiet, prefill's "
+    "/metrics still reads the last request running. Evidence: every /metrics reading that disagreed "
+    "with /v1/loads repeats a value /v1/loads read earlier (stale), none a value it never read"
+)
+
+
 @pytest.mark.smoke
 @pytest.mark.parametrize("stall", ["blackhole", "crawl"])
+@pytest.mark.known_issue(
+    "sources_agree",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=METRICS_STALE_BETWEEN_BATCHES,
+    evidence={"kinds": ["stale"]},
+    lacking="live_metrics_page",
+)
 def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bounds, stall):
     """blackhole: no KV byte arrives (WaitingForInput); crawl: 1 KB/s lets the transfer
     begin and never finish (Transferring). Either way decode's waiting timeout fails the
     room and aborts prefill's, long before the inflight watchdog. The requests judged are
     those sent into the fault: after a blackhole on a real KV link (TCP), the first request
     may wait for TCP's retransmission timer, grown during the outage, before its KV moves,
-    which is for ``recovers`` to judge, not a failure of the fault's requests."""
+    which is for ``recovers`` to judge, not a failure of the fault's requests. While decode
+    holds the rooms, each engine's two pages of counts (/metrics, /v1/loads) must agree: a
+    load report that leaves the waiting rooms out shows a stuck decode as idle."""
+    if scenario.has(Capability.LIVE_QUEUE_GAUGES):  # the engines serve both pages
+        scenario.judge(v.sources_agree())
     scenario.judge(
         v.every_request_terminal(within_s=bounds.waiting_s + 2 * bounds.slack_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s, phase=Phase.FAULT),

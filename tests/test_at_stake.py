@@ -50,6 +50,7 @@ ROWS: dict[str, Callable[[], v.Check]] = {
     "counter_never_rises": lambda: v.counter_never_rises(FAILS),
     "no_leak": lambda: v.no_leak(gauges=[RUNNING], within_s=1),
     "no_leak(no gauge)": lambda: v.no_leak(gauges=[], within_s=1),
+    "sources_agree": lambda: v.sources_agree(),
     "recovers": lambda: v.recovers(within_s=5),
     "recovers_after_each_heal": lambda: v.recovers_after_each_heal(within_s=5),
     "charged_only_where_struck": lambda: v.charged_only_where_struck(WORKERS),

@@ -54,8 +54,9 @@ def test_request_counters_and_latency_histograms(stack, engine):
 
 def test_sglang_loads_read_as_the_queue_gauges():
     """SGLang 0.5.23's /v1/loads (Prometheus form) under the names the suites read: its live
-    counts win over the same gauges of /metrics in one sample (chaos.sampler)."""
-    from chaos.sampler import metrics_urls, parse_metrics
+    counts win over the same gauges of /metrics in one sample, and what /metrics said of them
+    is kept beside, as their twin (chaos.sampler), for ``sources_agree`` to judge."""
+    from chaos.sampler import merged, metrics_urls, parse_metrics, twin
 
     loads = parse_metrics(
         'sglang_num_running_reqs{dp_rank="0"} 1\n'
@@ -70,7 +71,8 @@ def test_sglang_loads_read_as_the_queue_gauges():
     stale = parse_metrics(
         'sglang:num_decode_transfer_queue_reqs{model_name="m"} 0\nsglang:gen_throughput{model_name="m"} 5\n'
     )
-    assert stale | loads == loads | {"gen_throughput": 5.0}
+    assert merged([stale, loads]) == loads | {"gen_throughput": 5.0, twin("num_decode_transfer_queue_reqs"): 0.0}
+    assert merged([stale]) == stale and merged([]) == {}  # one page: nothing to hold it to
     ends = {
         "prefill": "http://127.0.0.1:1",
         "decode": "http://127.0.0.1:2",

@@ -29,7 +29,7 @@ from chaos.history import (
 from chaos.judge.backstops import backstop_of
 from chaos.pipeline import Metric
 from chaos.reports.logs import parse_engine_line
-from chaos.sampler import HEALTH
+from chaos.sampler import HEALTH, merged
 from chaos.tools import REPO_ROOT
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish, prefix_reused
@@ -225,6 +225,33 @@ def test_the_quiet_moment_is_the_scenarios_not_the_rigs_probe():
     judged = quiet(h)
     assert judged.status is v.Status.FAIL and judged.evidence.values["held"] == ["decode:num_used_tokens"]
     assert list(judged.evidence.at) == [3.0]  # counted from the load's end, not the probe's
+
+
+def _pages(h: History, source: str, name: str, points: list[tuple[float, float, float]]) -> None:
+    """Samples of one count on an engine's two pages: (t, /v1/loads, /metrics)."""
+    for t, live, said in points:
+        h.append(Sample(t, source, merged([{name: said}, {name: live}])))
+
+
+def test_two_pages_of_one_count_are_held_to_each_other():
+    """``sources_agree``: what /metrics says of a count, /v1/loads said too within half a
+    second. A /metrics reading that repeats an older live value is stale (SGLang's /metrics,
+    refreshed per logged batch); one /v1/loads never showed is unread: one page lies."""
+    check = v.sources_agree(engines=["decode"])
+    name = "num_decode_transfer_queue_reqs"
+    agree, stale, lie, idle = History(), History(), History(), History()
+    _pages(agree, "decode", name, [(0.0, 0, 0), (0.1, 3, 0), (0.2, 3, 3), (0.3, 0, 3), (0.4, 0, 0)])
+    _pages(stale, "decode", name, [(0.0, 0, 0), (0.1, 3, 0), (1.0, 3, 0), (2.0, 0, 0)])
+    _pages(lie, "decode", name, [(0.0, 0, 0), (0.1, 0, 3), (1.0, 0, 3), (2.0, 0, 0)])
+    _pages(idle, "decode", name, [(0.0, 0, 0), (1.0, 0, 0)])
+    assert check(agree).status is v.Status.PASS and check(agree).evidence.values["readings"] == 5
+    held = check(stale)
+    assert held.status is v.Status.FAIL and held.evidence.values["kinds"] == ["stale"]
+    assert held.evidence.values["disagreed"] == {f"decode:{name}": 1}  # 0 at 1.0s: live read 3 all around
+    lied = check(lie)
+    assert lied.status is v.Status.FAIL and lied.evidence.values["kinds"] == ["unread"]
+    assert check(idle).status is v.Status.NOT_AT_STAKE
+    assert check(History()).status is v.Status.UNKNOWN
 
 
 def test_no_leak_since_the_last_fault_counts_from_the_fault_that_struck():

@@ -9,8 +9,9 @@ from chaos.judge.clock import Since, start
 from chaos.judge.declare import Window, verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.pipeline import Metric
+from chaos.sampler import twin
 
-__all__ = ["no_leak"]
+__all__ = ["COUNTED", "PAGES_APART_S", "no_leak", "sources_agree"]
 
 
 def _closes(h: History, within_s: float, since: Since, **_: object) -> float | None:
@@ -73,4 +74,77 @@ def no_leak(
         return unknown("; ".join(blind), at=[begun], gauges=levels, bound_s=within_s)
     return passed(
         "; ".join(notes) or "no gauge to judge", stake=len(levels), at=[begun], gauges=levels, bound_s=within_s
+    )
+
+
+# The counts an engine reports on both pages and the verdicts judge: requests in each stage
+# of the pipeline, and the KV tokens they hold.
+COUNTED = (
+    "num_running_reqs",
+    "num_used_tokens",
+    "num_prefill_bootstrap_queue_reqs",
+    "num_prefill_inflight_queue_reqs",
+    "num_decode_prealloc_queue_reqs",
+    "num_decode_transfer_queue_reqs",
+)
+# the two pages are fetched one after the other, and a count may move in between: a reading
+# of one page is matched by the other's within two samples' worth of time on either side
+PAGES_APART_S = 0.5
+
+
+@verdict(lambda within_s=PAGES_APART_S, **_: f"sources_agree(within={within_s:g}s)")
+def sources_agree(
+    h: History, *, engines: Sequence[str] = ("prefill", "decode"), within_s: float = PAGES_APART_S
+) -> Finding:
+    """Each engine's two pages agree on every count both report (``COUNTED``): each value
+    its ``/metrics`` read, its ``/v1/loads`` (the live count the other verdicts judge) read
+    too, within ``within_s`` of it. A disagreement is *stale* where ``/v1/loads`` had read
+    that value before (a page refreshed less often than the live count: SGLang's
+    ``/metrics``, a known issue), *unread* where it never had: one page reports a count the
+    other never showed, so one of them lies, and a monitor reading it sees a stuck engine as
+    idle or an idle one as busy. At stake: the readings where either page said more than 0
+    (zeros on both pages of an idle engine say nothing). Unknown without a reading of both."""
+    readings = stake = 0
+    disagreed: dict[str, int] = {}
+    kinds: set[str] = set()
+    examples: list[str] = []
+    first: list[float] = []
+    for source in engines:
+        for name in COUNTED:
+            live = h.series(source, name)
+            said = h.series(source, twin(name))
+            if not said or not live:
+                continue
+            readings += len(said)
+            for t, value in said:
+                near = [v for u, v in live if abs(u - t) <= within_s]
+                stake += value > 0 or any(v > 0 for v in near)
+                if value in near:
+                    continue
+                kind = "stale" if any(v == value for u, v in live if u < t) else "unread"
+                kinds.add(kind)
+                figure = f"{source}:{name}"
+                disagreed[figure] = disagreed.get(figure, 0) + 1
+                if disagreed[figure] == 1:
+                    first.append(t)
+                    examples.append(
+                        f"{figure} /metrics {value:g} at {t:.2f}s, /v1/loads {sorted(set(near)) or 'none'} ({kind})"
+                    )
+    if not readings:
+        return unknown("no sample holds both pages of a count (/metrics and /v1/loads)")
+    if disagreed:
+        return failed(
+            f"{sum(disagreed.values())} of {readings} /metrics readings disagreed with /v1/loads: "
+            + "; ".join(examples),
+            at=first,
+            disagreed=disagreed,
+            kinds=sorted(kinds),
+            readings=readings,
+            bound_s=within_s,
+        )
+    return passed(
+        f"{readings} /metrics readings agreed with /v1/loads, {stake} of them above 0",
+        stake=stake,
+        readings=readings,
+        bound_s=within_s,
     )

@@ -54,6 +54,10 @@ class Capability(enum.Enum):
     # only when decode logs a batch, so a trigger or a leak check on them alone can miss a
     # room that waits while decode runs nothing.
     LIVE_QUEUE_GAUGES = "live_queue_gauges"
+    # the engines' /metrics says what their /v1/loads says, at every scheduler step: pdsim.
+    # SGLang 0.5.23 refreshes its /metrics gauges only when a batch is logged, so they keep
+    # old values while nothing runs (docs/known-issues.md): the two pages disagree there
+    LIVE_METRICS_PAGE = "live_metrics_page"
     # a request's KV transfer can last long enough (hundreds of ms) for a trigger on decode's
     # transfer queue, sampled at 10 Hz, to act inside it (``faults.transfer_window()``):
     # pdsim's forward and KV costs are set so; a real engine's KV link crawls by packet
