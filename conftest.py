@@ -1,3 +1,3 @@
 """Loads the pd-chaos pytest plugin for tests/ and suites/."""
 
-pytest_plugins = ["chaos.plugin"]
+pytest_plugins = ["chaos.run.plugin"]

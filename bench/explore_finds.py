@@ -28,11 +28,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from chaos.cleanup import terminate_as_interrupt  # noqa: E402  (the repo is on the path first)
 from chaos.explore.run import Budget, Explorer, explore  # noqa: E402
-from chaos.mutants import KILLERS, defect_names  # noqa: E402
-from chaos.ports import BASES  # noqa: E402
-from chaos.soak import parse_duration  # noqa: E402
+from chaos.run.mutants import KILLERS, defect_names  # noqa: E402
+from chaos.run.soak import parse_duration  # noqa: E402
+from chaos.system.cleanup import terminate_as_interrupt  # noqa: E402  (the repo is on the path first)
+from chaos.system.ports import BASES  # noqa: E402
 from chaos.targets.registry import TargetChoice  # noqa: E402
 
 

@@ -7,7 +7,7 @@ the flake rate.
 
 Each run is its own pytest process with its own stacks; a test that fails or errors in any
 run is listed with its count and first verdict or rig error. An xfail or skip is expected.
-The suites' outcomes come from their results (``chaos.results``); the project's tests, which
+The suites' outcomes come from their results (``chaos.run.results``); the project's tests, which
 judge no verdicts, from pytest's JUnit XML (its elements, never its text).
 """
 
@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from chaos.ports import BASES  # noqa: E402  (the repo is on the path first)
-from chaos.pytest_run import run_pytest  # noqa: E402
-from chaos.results import load_results  # noqa: E402
+from chaos.run.pytest_run import run_pytest  # noqa: E402
+from chaos.run.results import load_results  # noqa: E402
+from chaos.system.ports import BASES  # noqa: E402  (the repo is on the path first)
 
 
 def _suite_run(reports: Path) -> tuple[int, dict[str, str]]:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from chaos.ports import BASES
-from chaos.stack import StackConfig
+from chaos.system.ports import BASES
 from chaos.targets.embedded import EmbeddedStack
+from chaos.targets.stack import StackConfig
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 

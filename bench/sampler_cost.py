@@ -21,11 +21,11 @@ from pathlib import Path
 
 from target_costs import group_stats  # bench/ is on the path of a script run from it
 
-from chaos.history import History
-from chaos.ports import BASES
-from chaos.sampler import Sampler, metrics_urls
-from chaos.stack import StackConfig
+from chaos.observe.history import History
+from chaos.observe.sampler import Sampler, metrics_urls
+from chaos.system.ports import BASES
 from chaos.targets.registry import LOCAL, TargetChoice
+from chaos.targets.stack import StackConfig
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

@@ -22,9 +22,10 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from chaos.ports import BASES
-from chaos.pytest_run import run_pytest
-from chaos.targets.registry import GPU, TARGETS
+from chaos.run.pytest_run import run_pytest
+from chaos.system.ports import BASES
+from chaos.targets.gpu import GPU
+from chaos.targets.registry import TARGETS
 
 REPO = Path(__file__).resolve().parent.parent
 # How long one timed run may take before the bench gives up on it: a GPU engine restarts in

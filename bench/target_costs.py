@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from chaos.ports import BASES
-from chaos.stack import StackConfig
+from chaos.system.ports import BASES
 from chaos.targets.registry import LOCAL, TargetChoice
+from chaos.targets.stack import StackConfig
 
 
 def group_stats(pgid: int) -> Iterator[tuple[Path, list[str]]]:

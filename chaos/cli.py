@@ -15,14 +15,15 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from chaos.cleanup import terminate_as_interrupt
 from chaos.errors import ChaosError, ConfigError
 from chaos.explore import command as explore_command
 from chaos.faults.held import link_command
-from chaos.ports import BASES, ephemeral_overlap
-from chaos.stack import STACK_PORTS, StackConfig
+from chaos.system.cleanup import terminate_as_interrupt
+from chaos.system.ports import BASES, ephemeral_overlap
 from chaos.targets.base import ENGINE_LINKS, SERVICES, Target
-from chaos.targets.registry import GPU, TARGETS, TargetChoice, load_target
+from chaos.targets.gpu import GPU
+from chaos.targets.registry import TARGETS, TargetChoice, load_target
+from chaos.targets.stack import STACK_PORTS, StackConfig
 from chaos.targets.stackfile import LINK_COMMANDS, SVC_ACTIONS, describe
 
 __all__ = ["main"]
@@ -154,7 +155,7 @@ def _gpu_check(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from chaos.gpuhost import MISSING, LocalHost, as_json, check_host
+    from chaos.targets.gpuhost import MISSING, LocalHost, as_json, check_host
 
     checks = check_host(args.target, LocalHost())
     if args.json:
@@ -177,13 +178,13 @@ def _gpu_check(args: argparse.Namespace) -> int:
 
 
 def _conform(args: argparse.Namespace) -> int:
-    """Exit 0 when the differences are exactly those listed in chaos.conform.INTENDED, 1 otherwise."""
+    """Exit 0 when the differences are exactly those listed in chaos.run.conform.INTENDED, 1 otherwise."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from chaos.cleanup import shielded
-    from chaos.conform import diff, observe
+    from chaos.run.conform import diff, observe
+    from chaos.system.cleanup import shielded
 
     seen: dict[str, dict[str, str]] = {}
     for name, base in (("embedded", args.port_base), (args.against, args.port_base + 100)):
@@ -210,7 +211,7 @@ def _conform(args: argparse.Namespace) -> int:
     stale = [r.probe for r in rows if r.intended and not r.differs]
     print(f"{len(rows)} probes, {sum(r.differs for r in rows)} differences, {len(unintended)} not intended")
     if stale:
-        print(f"listed as intended but now alike (drop them from chaos.conform.INTENDED): {', '.join(stale)}")
+        print(f"listed as intended but now alike (drop them from chaos.run.conform.INTENDED): {', '.join(stale)}")
     return 1 if unintended or stale else 0
 
 
@@ -254,7 +255,7 @@ def _mutants(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from chaos.mutants import matrix_ok, run_matrix, to_json, to_markdown
+    from chaos.run.mutants import matrix_ok, run_matrix, to_json, to_markdown
 
     out = (Path("reports") / f"mutants-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     t0 = time.monotonic()

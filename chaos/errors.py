@@ -10,7 +10,7 @@ ChaosError
 │   ├── FaultNotApplied      a fault's verification saw no effect
 │   ├── FaultNotHealed       a heal's verification saw the fault still there
 │   ├── TriggerTimeout       a trigger's condition never held before its deadline
-│   └── TimeLimitHit         a test outlasted its limit (``chaos.limits``)
+│   └── TimeLimitHit         a test outlasted its limit (``chaos.system.limits``)
 └── (verdict failures are not exceptions: they are ``Verdict`` values)
 """
 
@@ -73,7 +73,7 @@ class TriggerTimeout(RigError):
 
 
 class TimeLimitHit(RigError):
-    """A test outlasted the limit its own waits' deadlines give it (``chaos.limits``): the
+    """A test outlasted the limit its own waits' deadlines give it (``chaos.system.limits``): the
     message names the phase and what the rig was doing and waiting for."""
 
 

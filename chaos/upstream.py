@@ -5,7 +5,9 @@ read by the suites' ``known_issue`` marks and by explore's table of known issues
 
 from __future__ import annotations
 
-__all__ = ["DEFERRED_KV_RELEASE", "DEFERRED_KV_RELEASE_HELD"]
+import pytest
+
+__all__ = ["DEFERRED_KV_RELEASE", "DEFERRED_KV_RELEASE_HELD", "deferred_kv_release"]
 
 DEFERRED_KV_RELEASE = (
     "decode keeps the KV pages of a transfer that failed (a KV link down or reset, a prefill killed) "
@@ -16,3 +18,14 @@ DEFERRED_KV_RELEASE = (
 )
 # what the hold shows as: decode's KV tokens, and nothing else, stay up
 DEFERRED_KV_RELEASE_HELD = {"held": ["decode:num_used_tokens"]}
+
+# the mark a suite puts on a scenario in which decode's transfers fail (the leak window then
+# sees decode's KV held): for engines that do not free it at once
+deferred_kv_release = pytest.mark.known_issue(
+    "no_leak",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=DEFERRED_KV_RELEASE,
+    evidence=DEFERRED_KV_RELEASE_HELD,
+    lacking="failed_transfer_freed_at_once",
+)

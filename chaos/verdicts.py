@@ -8,7 +8,7 @@ is unknown, never pass; a pass rests on a stake (what could have failed it), and
 the verdict is not at stake. ``expect`` fails on anything but pass, save the kit's own
 verdicts not at stake. A premise (``scenario.require``) is
 met or unmet: unmet, the run tested nothing. Bounds are arguments, in seconds, taken by
-scenarios from the target's configuration (``chaos.bounds``), not written into verdicts.
+scenarios from the target's configuration (``chaos.run.bounds``), not written into verdicts.
 
 | module | verdicts |
 |---|---|

@@ -19,10 +19,10 @@ model=${SGLANG_MODEL:-Qwen/Qwen2.5-0.5B-Instruct}
 pins=${PDCHAOS_GPU_PINS:-.pdchaos/gpu-images.env}  # (a test points it elsewhere)
 vars=(SGLANG_IMAGE SMG_IMAGE TOXIPROXY_IMAGE)
 
-ref_of() {  # the image a variable names now: the caller's, else the default (chaos/gpuhost.py, as in the Compose files)
+ref_of() {  # the image a variable names now: the caller's, else the default (chaos/targets/gpuhost.py, as in the Compose files)
   local var=$1
   if [ -n "${!var:-}" ]; then echo "${!var}"; return; fi
-  .venv/bin/python -c 'import sys; from chaos.gpuhost import DEFAULT_IMAGES; print(DEFAULT_IMAGES[sys.argv[1]])' "$var"
+  .venv/bin/python -c 'import sys; from chaos.targets.gpuhost import DEFAULT_IMAGES; print(DEFAULT_IMAGES[sys.argv[1]])' "$var"
 }
 
 # A pin applies while the variable still names the image it pinned (a new release or a

@@ -8,7 +8,7 @@
 # PDCHAOS_LEFTOVERS_SINCE (epoch seconds; .ci/run sets it when it starts).
 set -uo pipefail
 found=0
-procs=$(pgrep -af 'toxiproxy-server|python -m pdsim|smg::router|smg launch|smg.launch_router|sglang.launch_server|sglang::|chaos.bridge' | grep -v 'pgrep\|<defunct>' || true)
+procs=$(pgrep -af 'toxiproxy-server|python -m pdsim|smg::router|smg launch|smg.launch_router|sglang.launch_server|sglang::|chaos.system.bridge' | grep -v 'pgrep\|<defunct>' || true)
 if [ -n "$procs" ]; then echo "leftover processes:"; echo "$procs"; found=1; fi
 if command -v ip >/dev/null 2>&1; then
   named=$(ip netns list 2>/dev/null | grep pdchaos || true)
@@ -25,7 +25,7 @@ if command -v docker >/dev/null 2>&1 && timeout 10 docker info >/dev/null 2>&1; 
   if [ -n "$dangling" ]; then echo "leftover dangling images: $dangling"; found=1; fi
 fi
 if [ -n "${PDCHAOS_LEFTOVERS_SINCE:-}" ] && [ -x .venv/bin/python ]; then
-  shm=$(.venv/bin/python -c 'import sys; from chaos.shm import orphans; print(*orphans(float(sys.argv[1])), sep="\n")' "$PDCHAOS_LEFTOVERS_SINCE")
+  shm=$(.venv/bin/python -c 'import sys; from chaos.system.shm import orphans; print(*orphans(float(sys.argv[1])), sep="\n")' "$PDCHAOS_LEFTOVERS_SINCE")
   if [ -n "$shm" ]; then echo "leftover shared-memory files:"; echo "$shm"; found=1; fi
 fi
 [ "$found" -eq 0 ] && echo "leftovers: none"

@@ -38,7 +38,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # The engines run in a network namespace of the stack's own, whose links are broken with
-# packet rules (chaos.netns): nsenter (util-linux), ip and tc (iproute2), iptables.
+# packet rules (chaos.system.netns): nsenter (util-linux), ip and tc (iproute2), iptables.
 if [ "$(id -u)" = 0 ] && { ! command -v iptables >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; }; then
   export DEBIAN_FRONTEND=noninteractive
   { apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null 2>&1 \

@@ -17,10 +17,10 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
-from chaos.history import Outcome, Phase
-from chaos.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
-from chaos.triggers import quiet
+from chaos.clients.client import Deadlines
+from chaos.observe.history import Outcome, Phase
+from chaos.observe.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.triggers import quiet
 
 pytestmark = [pytest.mark.fault("client"), pytest.mark.needs("kv_link")]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
-from chaos.pipeline import ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT
+from chaos.clients.client import Deadlines
+from chaos.observe.pipeline import ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("control_link")]
 

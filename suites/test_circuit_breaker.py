@@ -24,11 +24,11 @@ from typing import Collection
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import History, Phase
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming, none_completed
-from chaos.pipeline import CIRCUIT_TRANSITIONS, ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.history import History, Phase
+from chaos.observe.pipeline import CIRCUIT_TRANSITIONS, ENGINE_QUEUES, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("client")]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Phase
+from chaos.observe.history import Phase
 
 pytestmark = [pytest.mark.fault("load")]
 

@@ -24,12 +24,12 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import History, Outcome, Phase
 from chaos.judge.declare import premise, verdict
 from chaos.judge.logs import log_lines
 from chaos.judge.model import Finding, failed, met, nothing_at_stake, passed, unmet
 from chaos.judge.ops import completed, scope
-from chaos.skips import SkipKind, skip
+from chaos.observe.history import History, Outcome, Phase
+from chaos.run.skips import SkipKind, skip
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 

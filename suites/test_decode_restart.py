@@ -25,7 +25,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.faults.runner import TRANSFER_CRAWL_KB_S
-from chaos.pipeline import (
+from chaos.observe.pipeline import (
     CIRCUIT_TRANSITIONS,
     DECODE_TRANSFER_QUEUE,
     ENGINE_QUEUES,
@@ -33,8 +33,8 @@ from chaos.pipeline import (
     PREFILL_TRANSFER_FAILED,
     ROUTER_INFLIGHT,
 )
+from chaos.observe.triggers import gauge
 from chaos.targets.base import Capability
-from chaos.triggers import gauge
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 

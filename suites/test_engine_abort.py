@@ -19,8 +19,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Phase
-from chaos.pipeline import ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
+from chaos.observe.history import Phase
+from chaos.observe.pipeline import ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("engine")]
 

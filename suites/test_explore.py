@@ -16,10 +16,10 @@ import pytest
 from chaos.errors import RigError
 from chaos.explore.health import unhealthy
 from chaos.explore.run import Explorer, explore
-from chaos.ports import BASES, PortAllocator
-from chaos.run_report import run_dir
-from chaos.session import EXPLORE, SEED, TARGET
-from chaos.skips import SkipKind, skip
+from chaos.run.run_report import run_dir
+from chaos.run.session import EXPLORE, SEED, TARGET
+from chaos.run.skips import SkipKind, skip
+from chaos.system.ports import BASES, PortAllocator
 
 pytestmark = [pytest.mark.fault("random")]
 

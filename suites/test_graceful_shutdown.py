@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Phase
-from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.history import Phase
+from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 

@@ -14,10 +14,10 @@ import contextlib
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
-from chaos.pipeline import DECODE_TRANSFER_QUEUE, PREFILL_BOOTSTRAP_FAILED, PREFILL_TRANSFER_FAILED, Metric
+from chaos.clients.client import Deadlines
+from chaos.observe.pipeline import DECODE_TRANSFER_QUEUE, PREFILL_BOOTSTRAP_FAILED, PREFILL_TRANSFER_FAILED, Metric
+from chaos.observe.triggers import gauge, quiet
 from chaos.targets.base import Capability
-from chaos.triggers import gauge, quiet
 
 pytestmark = [pytest.mark.fault("network")]
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
-from chaos.history import Phase
-from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
+from chaos.clients.client import Deadlines
+from chaos.observe.history import Phase
+from chaos.observe.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
 from chaos.targets.base import Capability
-from chaos.upstream import DEFERRED_KV_RELEASE, DEFERRED_KV_RELEASE_HELD
+from chaos.upstream import deferred_kv_release
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]
 
@@ -100,14 +100,7 @@ def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bound
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
 
 
-@pytest.mark.known_issue(
-    "no_leak",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=DEFERRED_KV_RELEASE,
-    evidence=DEFERRED_KV_RELEASE_HELD,
-    lacking="failed_transfer_freed_at_once",
-)
+@deferred_kv_release
 def test_kv_link_down_fails_both_legs_at_once(scenario, workload, faults, bounds):
     """Prefill cannot connect to decode: it fails the room at once and must tell decode,
     which would otherwise hold the slot until its waiting timeout."""

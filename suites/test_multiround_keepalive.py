@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
-from chaos.history import Outcome, Phase
-from chaos.triggers import requests_done
+from chaos.clients.client import Deadlines
+from chaos.observe.history import Outcome, Phase
+from chaos.observe.triggers import requests_done
 
 pytestmark = [pytest.mark.fault("network")]
 

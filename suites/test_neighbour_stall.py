@@ -19,12 +19,12 @@ import threading
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
-from chaos.history import History, Phase
+from chaos.clients.client import Deadlines
 from chaos.judge.declare import premise, verdict
 from chaos.judge.model import Finding, met, nothing_at_stake, unmet
 from chaos.judge.ops import all_within, completed, scope
-from chaos.pipeline import PREFILL_LOST
+from chaos.observe.history import History, Phase
+from chaos.observe.pipeline import PREFILL_LOST
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_bootstrap")]
 

@@ -34,13 +34,19 @@ from typing import Any
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import History, Outcome, Phase
 from chaos.judge.declare import premise, verdict
 from chaos.judge.model import Finding, met, nothing_at_stake, passed, unmet
 from chaos.judge.ops import all_within, completed, label, naming, none_completed
-from chaos.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT, Metric
-from chaos.stack import Timeouts
-from chaos.triggers import gauge, requests_sent
+from chaos.observe.history import History, Outcome, Phase
+from chaos.observe.pipeline import (
+    DECODE_TRANSFER_FAILED,
+    ENGINE_QUEUES,
+    PREFILL_BOOTSTRAP_FAILED,
+    ROUTER_INFLIGHT,
+    Metric,
+)
+from chaos.observe.triggers import gauge, requests_sent
+from chaos.targets.stack import Timeouts
 
 pytestmark = [pytest.mark.fault("load")]
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Phase
-from chaos.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
-from chaos.triggers import gauge, quiet
-from chaos.upstream import DEFERRED_KV_RELEASE, DEFERRED_KV_RELEASE_HELD
+from chaos.observe.history import Phase
+from chaos.observe.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.triggers import gauge, quiet
+from chaos.upstream import deferred_kv_release
 
 DECODE_QUEUES = tuple(q for q in ENGINE_QUEUES if q.source == "decode")
 
@@ -36,14 +36,7 @@ HEARTBEAT_SLACK_S = 1.0  # the heartbeat must beat the waiting timeout, which is
     "live_queue_gauges", "transfer_window"
 )  # its trigger acts inside the transfer; its oracle is decode's queues
 @pytest.mark.smoke
-@pytest.mark.known_issue(
-    "no_leak",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=DEFERRED_KV_RELEASE,
-    evidence=DEFERRED_KV_RELEASE_HELD,
-    lacking="failed_transfer_freed_at_once",
-)
+@deferred_kv_release
 def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
     scenario.judge(
         v.every_request_terminal(within_s=bounds.router_timeout_s),

@@ -14,12 +14,12 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import Deadlines
-from chaos.history import History, Outcome
+from chaos.clients.client import Deadlines
 from chaos.judge.clock import SAMPLE_TOLERANCE_S
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.history import History, Outcome
+from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_client")]
 

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import History, Phase
 from chaos.judge.declare import premise, verdict
 from chaos.judge.logs import receptions
 from chaos.judge.model import Finding, failed, met, nothing_at_stake, passed, unknown, unmet
 from chaos.judge.ops import completed, none_completed
-from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
-from chaos.upstream import DEFERRED_KV_RELEASE, DEFERRED_KV_RELEASE_HELD
+from chaos.observe.history import History, Phase
+from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.upstream import deferred_kv_release
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]
 
@@ -78,14 +78,7 @@ def requests_retried(h: History, *, phase: Phase, why: str, service: str = "pref
     return met(f"{len(again)} of {len(seen)} reached {service} more than once", ops=again, retried=len(again))
 
 
-@pytest.mark.known_issue(
-    "no_leak",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=DEFERRED_KV_RELEASE,
-    evidence=DEFERRED_KV_RELEASE_HELD,
-    lacking="failed_transfer_freed_at_once",
-)
+@deferred_kv_release
 def test_a_failing_request_reaches_prefill_at_most_the_retry_budget(scenario, workload, faults, bounds):
     d = bounds.patient()
     scenario.judge(

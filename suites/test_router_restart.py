@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.history import Outcome
-from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
-from chaos.triggers import gauge
+from chaos.observe.history import Outcome
+from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.triggers import gauge
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 

@@ -24,13 +24,13 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from chaos import verdicts as v
-from chaos.growth import Limit, fit
-from chaos.history import History, Outcome, Phase
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
+from chaos.observe.growth import Limit, fit
+from chaos.observe.history import History, Outcome, Phase
+from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
+from chaos.observe.triggers import requests_done
 from chaos.targets.base import Capability
-from chaos.triggers import requests_done
 
 pytestmark = [pytest.mark.fault("load")]
 

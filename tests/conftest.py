@@ -1,4 +1,4 @@
-"""Fixtures of the project's own tests (the rig's are in ``chaos.fixtures``)."""
+"""Fixtures of the project's own tests (the rig's are in ``chaos.run.fixtures``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from chaos.fixtures import ensure_steady
+from chaos.run.fixtures import ensure_steady
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.faults.network import enable_proxy, remove_toxic, toxiproxy_restarter
 from chaos.targets.embedded import EmbeddedStack
-from chaos.toxiproxy import Toxic
+from chaos.targets.toxiproxy import Toxic
 
 _rng = random.Random(1234)
 

@@ -1,12 +1,12 @@
 """Where the tests' own stacks take their ports: offsets from pytest's ``--port-base``, in one
 table, so that no two collide (a pytest run with two xdist workers spans 1280 ports from its
-base: ``chaos.ports.RUN_STRIDE``). All stay below 32768, outside the ephemeral range."""
+base: ``chaos.system.ports.RUN_STRIDE``). All stay below 32768, outside the ephemeral range."""
 
 from __future__ import annotations
 
 import pytest
 
-from chaos.ports import RUN_STRIDE
+from chaos.system.ports import RUN_STRIDE
 
 OFFSETS = {
     "explore": 2000,  # one pytest process at a time, one stack each

@@ -16,11 +16,11 @@ from typing import Callable
 import pytest
 
 from chaos import verdicts as v
-from chaos.growth import Limit
-from chaos.history import Chunk, Complete, History, Invoke, LogEvent, Outcome, Phase, Sample
 from chaos.judge.declare import DECLARED
-from chaos.pipeline import CIRCUIT_FAILURES, Metric
-from chaos.sampler import HEALTH
+from chaos.observe.growth import Limit
+from chaos.observe.history import Chunk, Complete, History, Invoke, LogEvent, Outcome, Phase, Sample
+from chaos.observe.pipeline import CIRCUIT_FAILURES, Metric
+from chaos.observe.sampler import HEALTH
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish
 from suites.test_neighbour_stall import stream_gaps_at_most

@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from chaos.errors import ConfigError, TargetError
-from chaos.procs import run
+from chaos.system.procs import run
+from chaos.system.tools import REPO_ROOT
 from chaos.targets.attach import DESTRUCTIVE_HINT, AttachedStack
 from chaos.targets.base import Capability
 from chaos.targets.stackfile import load_stack_file
-from chaos.tools import REPO_ROOT
 
 PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
 GOOD = {

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from chaos.procs import run
+from chaos.system.procs import run
+from chaos.system.tools import REPO_ROOT
 from chaos.targets.bringup import warm_up
 from chaos.targets.compose import VARIANTS
-from chaos.targets.registry import GPU, load_target
-from chaos.tools import REPO_ROOT
+from chaos.targets.gpu import GPU
+from chaos.targets.registry import load_target
 from tests.dockerhost import engine_or_skip, project_containers
 from tests.ports import port_base
 
@@ -123,7 +124,7 @@ def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconf
     import httpx
 
     from chaos.faults.packet import PacketFault, PacketLinks
-    from chaos.stack_factory import StackFactory
+    from chaos.run.stack_factory import StackFactory
     from chaos.targets.registry import TargetChoice
     from chaos.targets.sglang_cpu import packet_links_possible
 
@@ -169,7 +170,7 @@ def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconf
 
 
 def test_ports_follow_the_port_plan(engine):
-    from chaos.stack import PortPlan
+    from chaos.targets.stack import PortPlan
 
     plan = PortPlan(30000)
     services = json.loads(_compose_config("cpu.yaml", env=plan.as_env()).stdout)["services"]
@@ -228,8 +229,8 @@ def test_a_crashed_sessions_containers_are_reaped(engine, tmp_path, stack_factor
     env = os.environ | {"PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
     crash = (
         "import os, pathlib\n"
-        "from chaos.cleanup import register\n"
-        "from chaos.stack import StackConfig\n"
+        "from chaos.system.cleanup import register\n"
+        "from chaos.targets.stack import StackConfig\n"
         "from chaos.targets.compose import ComposeStack\n"
         f"cfg = StackConfig(port_base={base}, state_dir=pathlib.Path({str(tmp_path / 'state')!r}))\n"
         "register(cfg.state_dir)\n"
@@ -241,7 +242,7 @@ def test_a_crashed_sessions_containers_are_reaped(engine, tmp_path, stack_factor
     project = f"pdchaos-{base}"
     assert len(project_containers(engine, project)) == 4
     r = run(
-        [sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(reap_orphans())"],
+        [sys.executable, "-c", "from chaos.targets.registry import reap_orphans; print(reap_orphans())"],
         cwd=REPO_ROOT,
         env=env,
         timeout_s=120,
@@ -281,7 +282,7 @@ def test_a_stack_that_fails_to_start_leaves_every_containers_log_in_the_report(e
     lines. Nothing is left running."""
     from chaos.errors import TargetError
     from chaos.reports.summary import write_run_summary
-    from chaos.stack_factory import StackFactory
+    from chaos.run.stack_factory import StackFactory
     from chaos.targets.registry import TargetChoice
 
     run_dir = tmp_path / "run"

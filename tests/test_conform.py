@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
-from chaos.procs import run
+from chaos.system.procs import run
 from chaos.targets.sglang_cpu import SGLANG_HOME
 from pdsim.environ import env_bool, env_float, env_int
 

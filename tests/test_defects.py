@@ -15,8 +15,8 @@ import httpx
 import psutil
 import pytest
 
-from chaos.stack import Timeouts
-from chaos.wait import wait_until
+from chaos.system.wait import wait_until
+from chaos.targets.stack import Timeouts
 from tests.pdpair import gauge, proxy_down, send, toxic
 
 BODY = {"text": "defect probe", "sampling_params": {"max_new_tokens": 4}}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from chaos.system.wait import wait_until
 from chaos.targets.docker_logs import ContainerLog, _stamp
-from chaos.wait import wait_until
 from tests.dockerhost import engine_or_skip
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from chaos.doctor import run_doctor, write_report
 from chaos.doctor.hops import BEFORE_ROUTER, HOPS, NO_PROBLEM, coarse_pinned_share, diagnose, hop_stats
-from chaos.procs import run
+from chaos.system.procs import run
 
 PDCHAOS = str(Path(sys.executable).parent / "pdchaos")
 WINDOW_S = 4.0

@@ -43,7 +43,7 @@ def test_info_endpoints_have_sglang_shape(stack, engine):
     assert r.status_code == 200 and r.text == ""
     # SGLang flushes only a fully idle engine (400 otherwise): wait out any room an earlier
     # test left to time out, then the idle engine must answer 200
-    from chaos.wait import wait_until
+    from chaos.system.wait import wait_until
 
     wait_until(
         lambda: httpx.get(base + "/flush_cache", timeout=5).status_code == 200,
@@ -223,7 +223,7 @@ def test_a_room_decode_aborts_mid_forward_leaves_prefills_batch_between_chunks(s
     import threading
     import time
 
-    from chaos.wait import wait_until
+    from chaos.system.wait import wait_until
     from tests.pdpair import gauge
 
     body = {"text": "word " * 9000, "sampling_params": {"max_new_tokens": 2}}

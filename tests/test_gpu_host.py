@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.gpuhost import DEFAULT_IMAGES, MISSING, OK, WARNING, Check, check_host
-from chaos.tools import REPO_ROOT
+from chaos.system.tools import REPO_ROOT
+from chaos.targets.gpuhost import DEFAULT_IMAGES, MISSING, OK, WARNING, Check, check_host
 
 SMI = "0, GPU-aaaa, NVIDIA L4, 23034, 1, 580.82.07\n1, GPU-bbbb, NVIDIA L4, 23034, 1, 580.82.07\n"
 DOCKER_INFO = {"ServerVersion": "27.3.1", "Runtimes": {"runc": {}, "nvidia": {}}, "DockerRootDir": "/var/lib/docker"}

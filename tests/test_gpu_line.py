@@ -22,14 +22,14 @@ from typing import Any
 import httpx
 import pytest
 
-from chaos.gpuhost import cuda_major_of_tag, wheel_cuda_major
-from chaos.procs import run
-from chaos.stack import PortPlan, StackConfig
-from chaos.stack_factory import StackFactory
+from chaos.run.stack_factory import StackFactory
+from chaos.system.procs import run
+from chaos.system.tools import REPO_ROOT
 from chaos.targets.gpu_on_cpu import gpu_lines
+from chaos.targets.gpuhost import cuda_major_of_tag, wheel_cuda_major
 from chaos.targets.registry import TargetChoice
 from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
-from chaos.tools import REPO_ROOT
+from chaos.targets.stack import PortPlan, StackConfig
 from sglang_cpu.launch import CPU_SWAP, ROLE_SWAP, cpu_environment, on_cpu
 from tests.ports import port_base
 from tests.test_gpu_target import needs_compose, needs_sglang_venv

@@ -21,13 +21,13 @@ import pytest
 import yaml
 
 from chaos.errors import ConfigError
-from chaos.gpus import GpuPool
-from chaos.ports import PortAllocator
-from chaos.procs import run
-from chaos.stack import PortPlan, StackConfig
+from chaos.system.gpus import GpuPool
+from chaos.system.ports import PortAllocator
+from chaos.system.procs import run
+from chaos.system.tools import REPO_ROOT
 from chaos.targets.compose import VARIANTS, compose_env, rendered
-from chaos.targets.registry import GPU
-from chaos.tools import REPO_ROOT
+from chaos.targets.gpu import GPU
+from chaos.targets.stack import PortPlan, StackConfig
 
 VENV = REPO_ROOT / ".tools" / "sglang" / "venv"
 needs_sglang_venv = pytest.mark.skipif(
@@ -322,7 +322,7 @@ def test_the_nightly_job_runs_the_entry_point_on_a_gpu_runner_and_keeps_its_repo
     assert job["env"]["PDCHAOS_TARGET"] in GPU
     # the knobs an admin sets are the job's own (a shell export never reaches it), and a re-run
     # keeps the first attempt's reports: each attempt names its own folder and artifact
-    from chaos.gpuhost import DEFAULT_IMAGES
+    from chaos.targets.gpuhost import DEFAULT_IMAGES
 
     assert job["env"]["SGLANG_IMAGE"] == DEFAULT_IMAGES["SGLANG_IMAGE"] and "SGLANG_MODEL" in job["env"]
     assert "github.run_attempt" in job["env"]["PDCHAOS_RUN_ID"] and "github.run_attempt" in upload["with"]["name"]

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.ports import PortAllocator
-from chaos.procs import alive, run
-from chaos.tools import REPO_ROOT
-from chaos.wait import wait_until
+from chaos.system.ports import PortAllocator
+from chaos.system.procs import alive, run
+from chaos.system.tools import REPO_ROOT
+from chaos.system.wait import wait_until
 from tests.dockerhost import engine_or_skip, project_containers
 from tests.ports import port_base
 
@@ -118,7 +118,7 @@ def test_a_crashed_runs_leftovers_are_reaped_by_the_next(tmp_path, base):
             os.killpg(proc.pid, signal.SIGKILL)
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
     reaped = run(
-        [sys.executable, "-c", "from chaos.cleanup import reap_orphans; print(len(reap_orphans()))"],
+        [sys.executable, "-c", "from chaos.targets.registry import reap_orphans; print(len(reap_orphans()))"],
         cwd=REPO_ROOT,
         env=env,
         timeout_s=60,
@@ -188,7 +188,7 @@ def test_sigint_mid_fault_on_the_compose_target_leaves_no_container(tmp_path, ba
 
 def test_sigterm_to_explore_stops_its_episodes_stack(tmp_path, base):
     """explore runs each episode in a child pytest that owns the stack: SIGTERM to explore
-    reaches the child as an interrupt (chaos.pytest_run), so the stack is stopped too."""
+    reaches the child as an interrupt (chaos.run.pytest_run), so the stack is stopped too."""
     env = {**os.environ, "PDCHAOS_SESSIONS_DIR": str(tmp_path / "sessions")}
     args = [sys.executable, "-m", "chaos.cli", "explore", "--seed", "1", "--budget", "1", f"--port-base={base}"]
     with open(tmp_path / "child.log", "wb") as log:  # the child holds its own copy of the descriptor

@@ -12,7 +12,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.judge.known import evidence_fits
-from chaos.tools import REPO_ROOT
+from chaos.system.tools import REPO_ROOT
 
 
 def _marks() -> list[tuple[str, v.KnownIssue]]:

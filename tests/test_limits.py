@@ -1,4 +1,4 @@
-"""A test's time limit comes from its own waits (``chaos.limits``): a base for the rig's own
+"""A test's time limit comes from its own waits (``chaos.system.limits``): a base for the rig's own
 work, plus the time spent inside bounded waits; past it, a rig error that names the phase,
 what the rig was doing and what it waited for."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import TargetError, TimeLimitHit
-from chaos.limits import PhaseLimit, activity, waiting
-from chaos.procs import run
-from chaos.tools import REPO_ROOT
-from chaos.wait import wait_until
+from chaos.system.limits import PhaseLimit, activity, waiting
+from chaos.system.procs import run
+from chaos.system.tools import REPO_ROOT
+from chaos.system.wait import wait_until
 
 
 def _hang(seconds: float) -> None:
@@ -98,7 +98,7 @@ def test_nested_waits_count_once(limit):
 HANGING = """
 import threading
 
-from chaos.wait import wait_until
+from chaos.system.wait import wait_until
 
 
 def test_hangs_outside_a_wait():
@@ -115,7 +115,7 @@ def test_a_hung_test_is_a_rig_error_that_says_where(tmp_path: Path):
     error (not a failed verdict) whose message names the phase; a long bounded wait is not
     cut short by the base."""
     (tmp_path / "test_hang.py").write_text(HANGING)
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.run.plugin"]\n')
     (tmp_path / "pytest.ini").write_text("[pytest]\npdchaos_limit_base_s = 1\n")
     done = run(
         [sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(tmp_path), "--reports-dir", str(tmp_path / "reports")],

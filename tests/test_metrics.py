@@ -55,8 +55,8 @@ def test_request_counters_and_latency_histograms(stack, engine):
 def test_sglang_loads_read_as_the_queue_gauges():
     """SGLang 0.5.23's /v1/loads (Prometheus form) under the names the suites read: its live
     counts win over the same gauges of /metrics in one sample, and what /metrics said of them
-    is kept beside, as their twin (chaos.sampler), for ``sources_agree`` to judge."""
-    from chaos.sampler import merged, metrics_urls, parse_metrics, twin
+    is kept beside, as their twin (chaos.observe.sampler), for ``sources_agree`` to judge."""
+    from chaos.observe.sampler import merged, metrics_urls, parse_metrics, twin
 
     loads = parse_metrics(
         'sglang_num_running_reqs{dp_rank="0"} 1\n'
@@ -86,8 +86,8 @@ def test_sglang_loads_read_as_the_queue_gauges():
 
 def test_smg_breaker_series_per_worker_and_outcome():
     """smg's breaker outcomes and transitions are kept per worker and per outcome or state
-    entered, besides the per-worker sum (chaos.sampler)."""
-    from chaos.sampler import parse_metrics
+    entered, besides the per-worker sum (chaos.observe.sampler)."""
+    from chaos.observe.sampler import parse_metrics
 
     m = parse_metrics(
         'smg_worker_cb_outcomes_total{worker="http://w",outcome="success"} 4\n'
@@ -107,7 +107,7 @@ def test_a_histogram_keeps_its_sum_and_count_without_its_buckets():
     """The sampler cuts bucket, _created and comment lines, and label sets it sums over,
     before parsing (they cost four fifths of its time on SGLang's pages); labels it keeps
     values apart by stay."""
-    from chaos.sampler import parse_metrics
+    from chaos.observe.sampler import parse_metrics
 
     page = (
         "# HELP sglang:e2e_request_latency_seconds Histogram of end-to-end request latency.\n"

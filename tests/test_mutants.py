@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from chaos.mutants import Killer, MutantResult, matrix_ok, read_run, to_json, to_markdown
-from chaos.results import TestResult
+from chaos.run.mutants import Killer, MutantResult, matrix_ok, read_run, to_json, to_markdown
+from chaos.run.results import TestResult
 from tests.ports import port_base
 
 
@@ -65,7 +65,7 @@ def test_a_killer_names_a_verdict_by_kind_and_params_never_by_its_words():
 
 
 RIG_CONFTEST = """
-pytest_plugins = ["chaos.plugin"]
+pytest_plugins = ["chaos.run.plugin"]
 import pytest
 
 
@@ -123,7 +123,7 @@ def test_setup(history, steady):
 def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
     """A defect that only breaks the rig, or leaves a verdict unknown, is not killed; the
     report shows the call-phase rig error as an error, and the JSON names the killing verdict."""
-    from chaos.mutants import Killer, _run_one
+    from chaos.run.mutants import Killer, _run_one
 
     (tmp_path / "out").mkdir()
     suite = tmp_path / "test_rig_suite.py"
@@ -173,7 +173,7 @@ def test_only_a_failed_verdict_kills_a_defect(tmp_path, pytestconfig):
 CLEAN_SUITE = """
 import os
 import pytest
-from chaos.skips import SkipKind, skip
+from chaos.run.skips import SkipKind, skip
 
 HOW = os.environ.get("CLEAN_HOW", "")
 
@@ -199,7 +199,7 @@ def test_the_clean_run_passes_only_where_it_ran_what_it_collected(tmp_path, pyte
     """The clean run passes on a passed test beside a capability skip; it fails where
     every test skipped for an undeclared reason, or where none passed (declared skips
     alone), and says why."""
-    from chaos.mutants import _run_one
+    from chaos.run.mutants import _run_one
 
     suite = tmp_path / "test_clean_suite.py"
     suite.write_text(CLEAN_SUITE)
@@ -241,8 +241,8 @@ def test_matrix_ok_needs_a_clean_pass_and_every_defect_killed():
 
 def test_every_defect_has_its_scenario():
     """The matrix refuses a defect without a named scenario; every named scenario exists."""
-    from chaos.mutants import KILLERS, defect_names
-    from chaos.tools import REPO_ROOT
+    from chaos.run.mutants import KILLERS, defect_names
+    from chaos.system.tools import REPO_ROOT
 
     assert set(defect_names()) == set(KILLERS)
     assert all((REPO_ROOT / k.suite.split("::")[0]).is_file() for k in KILLERS.values())

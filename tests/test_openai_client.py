@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from chaos.client import Deadlines
-from chaos.history import Chunk, History, Outcome
-from chaos.openai_client import OpenAIClient
+from chaos.clients.client import Deadlines
+from chaos.clients.openai_client import OpenAIClient
+from chaos.observe.history import Chunk, History, Outcome
 
 
 @pytest.mark.parametrize("stream", [True, False])

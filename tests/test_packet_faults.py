@@ -1,4 +1,4 @@
-"""Packet faults in a namespace of the stack's own (``chaos.bridge``, ``chaos.netns``,
+"""Packet faults in a namespace of the stack's own (``chaos.system.bridge``, ``chaos.system.netns``,
 ``chaos.faults.packet``), with the real kernel: a plain TCP echo server inside the
 namespace, reached from the host's loopback through the bridge. Each fault takes effect
 (the probe and the traffic show it, its counters move) and its heal removes every rule and
@@ -17,10 +17,10 @@ import pytest
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.packet import PacketFault, PacketLink
-from chaos.netns import Namespace
-from chaos.ports import PortAllocator
-from chaos.procs import ProcSpec, alive, run, spawn, stop_group
-from chaos.wait import wait_until
+from chaos.system.netns import Namespace
+from chaos.system.ports import PortAllocator
+from chaos.system.procs import ProcSpec, alive, run, spawn, stop_group
+from chaos.system.wait import wait_until
 from tests.ports import port_base
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and packet rules need root")
@@ -48,7 +48,9 @@ class Stage:
     def __init__(self, tmp: Path, port: int) -> None:
         self.port = port
         self.bridge = spawn(
-            ProcSpec("bridge", (sys.executable, "-m", "chaos.bridge", "--export", str(port)), {}, tmp / "bridge.log")
+            ProcSpec(
+                "bridge", (sys.executable, "-m", "chaos.system.bridge", "--export", str(port)), {}, tmp / "bridge.log"
+            )
         )
         wait_until(lambda: "bridge ready" in (tmp / "bridge.log").read_text(), timeout_s=10, what="the bridge ready")
         self.ns = Namespace(self.bridge)
@@ -191,7 +193,7 @@ def test_a_suite_names_the_link_and_the_target_picks_the_mechanism(stage):
 
     from chaos.errors import ConfigError
     from chaos.faults import Faults
-    from chaos.history import History
+    from chaos.observe.history import History
 
     stage.info = SimpleNamespace(proxies={})  # no proxy on the link
     stage.capabilities = frozenset()

@@ -8,10 +8,10 @@ import os
 import sys
 from pathlib import Path
 
-from chaos.ports import RUN_STRIDE
-from chaos.procs import run
-from chaos.results import load_results
-from chaos.tools import REPO_ROOT
+from chaos.run.results import load_results
+from chaos.system.ports import RUN_STRIDE
+from chaos.system.procs import run
+from chaos.system.tools import REPO_ROOT
 from tests.ports import port_base
 
 SELECTION = [

@@ -1,8 +1,8 @@
-"""Phases derived from the fault events: the rule in ``chaos.phases``, over a built history."""
+"""Phases derived from the fault events: the rule in ``chaos.observe.phases``, over a built history."""
 
 from __future__ import annotations
 
-from chaos.history import Complete, FaultEvent, History, Invoke, Outcome, Phase, Stage
+from chaos.observe.history import Complete, FaultEvent, History, Invoke, Outcome, Phase, Stage
 
 
 def _send(

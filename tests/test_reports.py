@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 
-from chaos.client import Deadlines
-from chaos.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Stage
+from chaos.clients.client import Deadlines
+from chaos.observe.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Stage
+from chaos.observe.logs import LogCursor, capture_logs, parse_engine_line
 from chaos.reports import render_timeline, where_stuck
-from chaos.reports.logs import LogCursor, capture_logs, parse_engine_line
 from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
 
 
@@ -105,7 +105,7 @@ def test_real_sglang_lines_join_by_routing_key():
     """SGLang 0.5.23 logs the routing_key smg forwards from x-smg-routing-key on its Receive:
     and Finish: lines: that joins them to the client's op. An open request is in the
     engine at a stage SGLang does not log; a Finish with reason abort is aborted."""
-    from chaos.pipeline import DECODE_UNSTAGED, PREFILL_UNSTAGED
+    from chaos.observe.pipeline import DECODE_UNSTAGED, PREFILL_UNSTAGED
 
     def line(kind: str, rid: str, key: str, reason: str = "length") -> str:
         out = (
@@ -201,7 +201,7 @@ def test_the_summary_names_each_stack_and_the_image_digests_it_ran(tmp_path):
 
 
 def test_a_failed_tests_logs_are_kept_whole_from_its_start_and_an_unreadable_one_says_why(tmp_path):
-    from chaos.reports.logs import LogCursor, save_logs
+    from chaos.observe.logs import LogCursor, save_logs
 
     logs = {"prefill": "before\n", "decode": "old\n"}
 

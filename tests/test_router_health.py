@@ -11,7 +11,7 @@ from typing import Iterator
 import pytest
 
 from chaos.errors import TargetError
-from chaos.router_health import close_breakers, read_health_checks, unclosed_breakers, wait_out_failed_checks
+from chaos.observe.router_health import close_breakers, read_health_checks, unclosed_breakers, wait_out_failed_checks
 
 
 def page(*, decode_ok: int, decode_failed: int, decode_healthy: int = 1) -> str:

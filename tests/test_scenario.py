@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from chaos.procs import run
+from chaos.system.procs import run
 from tests.ports import port_base
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -19,7 +19,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.errors import TriggerTimeout
-from chaos.history import Phase
+from chaos.observe.history import Phase
 from tests.ports import port_base
 
 
@@ -52,7 +52,7 @@ def test_known_issue_only_where_lacking(scenario, workload):  # the embedded sta
 
 def test_window_outlasts_the_body(scenario, workload, faults):
     """The body ends right after its fault; the declared window closes 2.5 s later."""
-    from chaos.pipeline import Metric
+    from chaos.observe.pipeline import Metric
 
     scenario.judge(v.watchdog_fired("none here", Metric("prefill", "num_bootstrap_failed_reqs_total"), timeout_s=2, slack_s=0.5))
     with faults.latency("client_router", 1):
@@ -96,7 +96,7 @@ def _results(reports: Path) -> dict[str, dict]:
 def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig):
     (tmp_path / "test_kit.py").write_text(KIT_SUITE)
     (tmp_path / "test_template.py").write_text(_template())
-    (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.plugin"]\n')
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.run.plugin"]\n')
     base = port_base(pytestconfig, "scenario")
     done = run(
         [

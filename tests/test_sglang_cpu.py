@@ -20,13 +20,13 @@ import httpx
 import pytest
 
 from chaos.faults.packet import PacketFault
-from chaos.procs import run
-from chaos.stack_factory import StackFactory
+from chaos.run.stack_factory import StackFactory
+from chaos.system.procs import run
+from chaos.system.tools import REPO_ROOT
+from chaos.system.wait import wait_until
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
 from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME, packet_links_possible
-from chaos.tools import REPO_ROOT
-from chaos.wait import wait_until
 from tests.ports import port_base
 
 pytestmark = [
@@ -81,7 +81,7 @@ def test_pdsim_conforms_to_real_sglang(sglang_stack, pytestconfig, tmp_path):
     """The differential check (``pdchaos conform``): pdsim and real SGLang, each having served
     only its warm-up, answer the same probes alike, but for the differences listed as meant.
     First in this module, so that the real stack is as fresh as the pdsim one."""
-    from chaos.conform import diff, observe
+    from chaos.run.conform import diff, observe
 
     factory = StackFactory(TargetChoice("embedded"), port_base(pytestconfig, "sglang_embedded"), tmp_path)
     try:
@@ -133,13 +133,13 @@ def test_engines_are_real_sglang_in_pd_mode(sglang_stack):
 
 
 def test_the_samplers_cut_page_gives_what_the_whole_page_gives(sglang_stack):
-    """The sampler cuts lines and label sets no value comes from before parsing (chaos.sampler);
+    """The sampler cuts lines and label sets no value comes from before parsing (chaos.observe.sampler);
     on real SGLang's, smg's and Toxiproxy's pages it keeps what a parse of the whole page gives."""
     import math
 
     from prometheus_client.parser import text_string_to_metric_families
 
-    from chaos.sampler import metrics_urls, parse_metrics, values_of
+    from chaos.observe.sampler import metrics_urls, parse_metrics, values_of
 
     for urls in metrics_urls(sglang_stack.info.endpoints).values():
         for url in urls:
@@ -191,14 +191,14 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
     joins decode's own log lines to each client op through the routing key."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from chaos.bounds import Bounds
-    from chaos.client import Deadlines
-    from chaos.history import History, Sample
-    from chaos.pipeline import DECODE_UNSTAGED
+    from chaos.clients.client import Deadlines
+    from chaos.clients.workloads import Workload
+    from chaos.observe.history import History, Sample
+    from chaos.observe.logs import LogCursor, capture_logs
+    from chaos.observe.pipeline import DECODE_UNSTAGED
+    from chaos.observe.sampler import Sampler, metrics_urls
     from chaos.reports import where_stuck
-    from chaos.reports.logs import LogCursor, capture_logs
-    from chaos.sampler import Sampler, metrics_urls
-    from chaos.workloads import Workload
+    from chaos.run.bounds import Bounds
 
     history, bounds = History(), Bounds.of(sglang_stack.info)
     workload = Workload(
@@ -349,7 +349,9 @@ def test_an_attached_deployment_breaks_its_links_through_its_stack_files_command
          "--target", "attach", "--stack-file", str(stack_file), "--reports-dir", str(tmp_path / "reports"), "-q"],
         cwd=REPO_ROOT, timeout_s=300,
     )  # fmt: skip
-    assert suite.returncode == 0 and "1 passed" in suite.stdout, suite.stdout[-3000:]
+    # passed, or an xfail whose only failure is the known deferred KV release
+    # (chaos.upstream.deferred_kv_release): either way the file's commands broke the link
+    assert suite.returncode == 0 and ("1 passed" in suite.stdout or "1 xfailed" in suite.stdout), suite.stdout[-3000:]
     history = next((tmp_path / "reports").glob("*/*/history.jsonl")).read_text()
     assert "reset on kv (the stack file's commands)" in history and "links.kv.active: reset on kv" in history
     assert link("kv", "active").returncode == 1  # the suite's heal went through the file's heal command
@@ -363,12 +365,12 @@ def test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout(s
     deferred-release timeout (``SGLANG_DISAGGREGATION_DEFERRED_DECODE_KV_RELEASE_TIMEOUT``,
     30 s by default) logs that prefill never acked the drain. Strict: once decode lets go
     within the bound, this fails, and the known issue is to be dropped."""
-    from chaos.bounds import Bounds
-    from chaos.client import Deadlines
-    from chaos.history import History, Outcome
-    from chaos.sampler import parse_metrics
-    from chaos.wait import wait_until
-    from chaos.workloads import Workload
+    from chaos.clients.client import Deadlines
+    from chaos.clients.workloads import Workload
+    from chaos.observe.history import History, Outcome
+    from chaos.observe.sampler import parse_metrics
+    from chaos.run.bounds import Bounds
+    from chaos.system.wait import wait_until
 
     bounds = Bounds.of(sglang_stack.info)
     loads = sglang_stack.info.endpoints["decode_loads"]

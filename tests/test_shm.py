@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from chaos.shm import SHM, orphans, remove_orphans
+from chaos.system.shm import SHM, orphans, remove_orphans
 
 pytestmark = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from chaos.plugin import shuffled
+from chaos.run.plugin import shuffled
 
 
 @dataclass

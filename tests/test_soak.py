@@ -7,12 +7,12 @@ import socket
 
 import pytest
 
-from chaos.growth import CHECKPOINT, Limit
-from chaos.history import History, Sample, TriggerFired
-from chaos.pipeline import Metric
+from chaos.observe.growth import CHECKPOINT, Limit
+from chaos.observe.history import History, Sample, TriggerFired
+from chaos.observe.pipeline import Metric
+from chaos.observe.sampler import PROCS, Sampler
 from chaos.reports.growth import render_growth
-from chaos.sampler import PROCS, Sampler
-from chaos.soak import Soak, parse_duration
+from chaos.run.soak import Soak, parse_duration
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("2h", 7200), ("45", 45), ("1.5m", 90)])
@@ -28,7 +28,7 @@ def test_a_duration_that_is_none_is_refused(text):
 
 def test_cycles_end_once_the_duration_is_spent_or_the_count_bound(monkeypatch):
     assert sum(1 for _ in Soak(0.05).cycles()) >= 1  # ends: the loop is bounded in time
-    monkeypatch.setattr("chaos.soak.MAX_CYCLES", 3)
+    monkeypatch.setattr("chaos.run.soak.MAX_CYCLES", 3)
     assert list(Soak(3600).cycles()) == [0, 1, 2]  # and in count
 
 

@@ -13,9 +13,9 @@ from subprocess import CompletedProcess
 import httpx
 import pytest
 
-from chaos.ports import PortAllocator
-from chaos.procs import alive, run
-from chaos.stack import PortPlan
+from chaos.system.ports import PortAllocator
+from chaos.system.procs import alive, run
+from chaos.targets.stack import PortPlan
 from tests.ports import port_base
 
 PDCHAOS = [sys.executable, "-m", "chaos.cli"]

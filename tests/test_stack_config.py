@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chaos.errors import ConfigError
-from chaos.stack import PortPlan, Timeouts
+from chaos.targets.stack import PortPlan, Timeouts
 
 
 def test_integer_timeouts_are_written_as_integers():

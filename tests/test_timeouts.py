@@ -1,6 +1,6 @@
 """Each PD timeout fires at its configured value, with SGLang's status and message.
 
-The session stack runs with the short test timeouts of ``chaos.stack.Timeouts``
+The session stack runs with the short test timeouts of ``chaos.targets.stack.Timeouts``
 (bootstrap 3 s, waiting 6 s, inflight 10 s, heartbeat 2 s x 2); a watchdog must fire
 within [timeout, timeout + SLACK_S] of the moment its clock started.
 """
@@ -61,7 +61,7 @@ def test_decode_waiting_timeout_fires_with_sglang_message(stack, t):
 def test_prefill_inflight_watchdog_frees_a_transfer_to_a_frozen_decode(stack, t):
     """Decode is frozen after sending its metadata: the KV goes into its socket buffers, no
     ACK ever comes, and decode cannot time out itself. Only the watchdog frees the room."""
-    from chaos.wait import wait_until
+    from chaos.system.wait import wait_until
 
     before = gauge(stack, "prefill", "num_transfer_failed_reqs_total")
     result = {}
@@ -122,7 +122,7 @@ def test_decode_heartbeat_detects_lost_prefill(stack, t):
     worker = threading.Thread(target=run)
     worker.start()
     try:
-        from chaos.wait import wait_until
+        from chaos.system.wait import wait_until
 
         wait_until(
             lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1,

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from chaos.errors import ProxyExists, ProxyNotFound, ToxiproxyError
-from chaos.toxiproxy import Toxic, ToxiproxyClient
+from chaos.targets.toxiproxy import Toxic, ToxiproxyClient
 
 
 def test_crud_against_the_real_server(stack):

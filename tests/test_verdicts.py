@@ -10,9 +10,10 @@ from typing import Callable, cast
 import pytest
 
 from chaos import verdicts as v
-from chaos.client import asked_of
-from chaos.growth import CHECKPOINT, Limit
-from chaos.history import (
+from chaos.clients.client import asked_of
+from chaos.judge.backstops import backstop_of
+from chaos.observe.growth import CHECKPOINT, Limit
+from chaos.observe.history import (
     Chunk,
     Complete,
     FaultEvent,
@@ -26,11 +27,10 @@ from chaos.history import (
     TriggerFired,
     VerdictRecord,
 )
-from chaos.judge.backstops import backstop_of
-from chaos.pipeline import Metric
-from chaos.reports.logs import parse_engine_line
-from chaos.sampler import HEALTH, merged
-from chaos.tools import REPO_ROOT
+from chaos.observe.logs import parse_engine_line
+from chaos.observe.pipeline import Metric
+from chaos.observe.sampler import HEALTH, merged
+from chaos.system.tools import REPO_ROOT
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish, prefix_reused
 from suites.test_neighbour_stall import stream_gaps_at_most
@@ -306,7 +306,7 @@ def test_recovers_after_each_heal():
 
 def test_decode_gives_prefill_up():
     """Each held fault must end by decode's line, not by its hold running out."""
-    from chaos.pipeline import PREFILL_LOST
+    from chaos.observe.pipeline import PREFILL_LOST
 
     check = v.decode_gives_prefill_up(held=2)
     h = History()
@@ -1216,8 +1216,8 @@ def test_an_unmet_premise_keeps_when_the_fault_struck_and_what_it_met():
 def test_decode_gives_a_prefill_up_within_both_sides_of_its_window():
     """A held fault healed by decode's line passes no sooner than its misses allow; sooner,
     the heartbeat gave up on fewer misses than it is set to; never, the hold ran out."""
-    from chaos.history import HEAL_ONCE
-    from chaos.pipeline import PREFILL_LOST
+    from chaos.observe.history import HEAL_ONCE
+    from chaos.observe.pipeline import PREFILL_LOST
 
     def held(given_up_at: float | None) -> History:
         h = History()
@@ -1240,7 +1240,7 @@ def test_decode_gives_a_prefill_up_within_both_sides_of_its_window():
 def test_the_heartbeats_soonest_give_up_counts_its_misses():
     from dataclasses import replace
 
-    from chaos.bounds import Bounds
+    from chaos.run.bounds import Bounds
 
     b = Bounds(3, 6, 10, 10, 2.0, 2, 1, 30, 5, 1.5, 2, 10, 5)
     assert b.heartbeat_no_sooner_s(3.0) == 2.0 + 2 * 3.0  # one wait between two misses, each a read timeout

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from chaos.client import Deadlines
+from chaos.clients.client import Deadlines
+from chaos.clients.workloads import Workload
 from chaos.faults.network import remove_toxic, toxiproxy_restarter
-from chaos.history import Chunk, Complete, History, Outcome, Phase
-from chaos.toxiproxy import Toxic
-from chaos.wait import wait_until
-from chaos.workloads import Workload
+from chaos.observe.history import Chunk, Complete, History, Outcome, Phase
+from chaos.system.wait import wait_until
+from chaos.targets.toxiproxy import Toxic
 
 MODEL = "pdsim/deterministic-1"
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "ignore_eos": True}

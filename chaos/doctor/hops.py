@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chaos.pipeline import BEFORE_ROUTER, PIPELINE, Hop
-from chaos.pipeline import HOPS as PIPELINE_ORDER  # log-only hops included
+from chaos.observe.pipeline import BEFORE_ROUTER, PIPELINE, Hop
+from chaos.observe.pipeline import HOPS as PIPELINE_ORDER  # log-only hops included
 
 __all__ = ["BEFORE_ROUTER", "HOPS", "Diagnosis", "Hop", "HopStats", "diagnose", "hop_stats"]
 

@@ -11,8 +11,8 @@ its gauges say which queue holds them.
 
 from __future__ import annotations
 
-from chaos.pipeline import STATE_HOP, TERMINAL_STATES
-from chaos.reports.logs import parse_engine_line, parse_router_line, strip_ansi
+from chaos.observe.logs import parse_engine_line, parse_router_line, strip_ansi
+from chaos.observe.pipeline import STATE_HOP, TERMINAL_STATES
 
 __all__ = ["open_requests"]
 

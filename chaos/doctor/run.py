@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.client import Client, Deadlines
+from chaos.clients.client import Client, Deadlines
 from chaos.doctor.hops import HOPS, Diagnosis, HopStats, diagnose, hop_stats
 from chaos.doctor.openreqs import open_requests
-from chaos.history import History, Phase, Sample
-from chaos.sampler import Sampler, metrics_urls
+from chaos.observe.history import History, Phase, Sample
+from chaos.observe.sampler import Sampler, metrics_urls
 from chaos.targets.base import Target
 
 __all__ = ["DoctorReport", "run_doctor", "write_report"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from chaos.errors import ConfigError
-from chaos.soak import parse_duration
+from chaos.run.soak import parse_duration
 
 __all__ = ["Budget"]
 
@@ -20,7 +20,7 @@ class Budget:
 
     @classmethod
     def parse(cls, text: str) -> Budget:
-        """``10m``, ``90s``, ``1h``: a time (``chaos.soak.parse_duration``); a bare number: episodes."""
+        """``10m``, ``90s``, ``1h``: a time (``chaos.run.soak.parse_duration``); a bare number: episodes."""
         text = text.strip()
         if text.isdigit():
             return cls(episodes=int(text))

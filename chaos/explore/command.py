@@ -12,8 +12,8 @@ from pathlib import Path
 from chaos.errors import ConfigError
 from chaos.explore.health import unhealthy
 from chaos.explore.run import Budget, Explorer, explore
-from chaos.ports import BASES, ephemeral_overlap
-from chaos.soak import parse_duration
+from chaos.run.soak import parse_duration
+from chaos.system.ports import BASES, ephemeral_overlap
 from chaos.targets.registry import TARGETS, TargetChoice
 
 __all__ = ["add_parser", "run"]

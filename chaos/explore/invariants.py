@@ -4,10 +4,9 @@ verdict of the judging package, declared before the episode acts, judged once it
 from __future__ import annotations
 
 from chaos import verdicts as v
-from chaos.bounds import Bounds
-from chaos.client import Deadlines
-from chaos.history import Outcome, Phase
-from chaos.pipeline import (
+from chaos.clients.client import Deadlines
+from chaos.observe.history import Outcome, Phase
+from chaos.observe.pipeline import (
     DECODE_TRANSFER_FAILED,
     ENGINE_QUEUES,
     KV_IN_USE,
@@ -15,7 +14,8 @@ from chaos.pipeline import (
     PREFILL_TRANSFER_FAILED,
     ROUTER_INFLIGHT,
 )
-from chaos.scenario import Scenario
+from chaos.run.bounds import Bounds
+from chaos.run.scenario import Scenario
 
 __all__ = ["CUT_BY", "FAILURE_COUNTERS", "QUIET", "deadlines", "judge_universal", "quiet_universal", "settle_universal"]
 

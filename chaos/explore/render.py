@@ -7,9 +7,9 @@ from __future__ import annotations
 import textwrap
 
 from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Step, Strike, cuts, primary_path
-from chaos.history import ENDS_SERVING
-from chaos.pipeline import PREFILL_LOST
-from chaos.stack import HEARTBEAT_READ_S
+from chaos.observe.history import ENDS_SERVING
+from chaos.observe.pipeline import PREFILL_LOST
+from chaos.targets.stack import HEARTBEAT_READ_S
 
 __all__ = ["function_name", "render"]
 
@@ -173,7 +173,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         "import pytest\n\n"
         "from chaos import verdicts as v\n"
         "from chaos.explore.invariants import deadlines, judge_universal, quiet_universal, settle_universal\n"
-        "from chaos.history import Phase\n\n"
+        "from chaos.observe.history import Phase\n\n"
         f"SCHEDULE = {schedule.as_json()!r}  # the data explore drew: chaos.explore.schedule.Schedule.from_json\n\n\n"
         '@pytest.fixture(scope="module")\n'
         "def seed() -> int:\n"

@@ -9,7 +9,7 @@ not pass (``-x``): an episode only ever follows ones whose own verdicts proved t
 serving and quiet, so no episode's damage judges the next; those not run go first in the
 next batch, on a fresh stack. A stack and a process each cost about 8 s of a 15 to 20 s
 episode on a 2-core machine. Shrinking and reruns run each file alone, as a user runs a
-reproducer. Results are read from ``result.json`` (``chaos.results``): failures are
+reproducer. Results are read from ``result.json`` (``chaos.run.results``): failures are
 compared as data (``Signature``), never as text.
 """
 
@@ -32,8 +32,8 @@ from chaos.explore.render import function_name, render
 from chaos.explore.schedule import Schedule, generate
 from chaos.explore.shrink import shrink
 from chaos.judge.model import Status
-from chaos.pytest_run import TIMED_OUT, run_pytest
-from chaos.results import JudgedVerdict, TestResult, load_results
+from chaos.run.pytest_run import TIMED_OUT, run_pytest
+from chaos.run.results import JudgedVerdict, TestResult, load_results
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
 

@@ -1,7 +1,7 @@
 """Faults on an engine link of a deployment pd-chaos did not start, through the commands its
 stack file gives (``links.<link>`` in ``chaos.targets.stackfile``).
 
-pd-chaos puts packet rules only in namespaces it made itself (``chaos.netns``), so on a
+pd-chaos puts packet rules only in namespaces it made itself (``chaos.system.netns``), so on a
 foreign deployment it runs the operator's own commands instead: whatever breaks a link
 there (``tc`` and ``iptables`` in a pod through ``kubectl exec``, a Chaos Mesh
 ``NetworkChaos`` applied and deleted, ``pdchaos link`` on a stack pd-chaos did start). The

@@ -10,8 +10,8 @@ import httpx
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.base import Fault
+from chaos.system.wait import HTTP_CALL_S
 from chaos.targets.base import Target
-from chaos.wait import HTTP_CALL_S
 
 __all__ = ["AbortAll", "CacheFlush"]
 

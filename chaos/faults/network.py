@@ -20,9 +20,9 @@ import httpx
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, ToxiproxyError
 from chaos.faults.base import Fault
+from chaos.system.wait import PROBE
 from chaos.targets.base import ENGINES, Capability, Target
-from chaos.toxiproxy import Toxic, ToxiproxyClient
-from chaos.wait import PROBE
+from chaos.targets.toxiproxy import Toxic, ToxiproxyClient
 
 __all__ = ["ProxyDown", "ToxicFault", "enable_proxy", "remove_toxic", "toxiproxy_restarter"]
 

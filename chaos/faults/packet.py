@@ -1,5 +1,5 @@
 """Faults on a link no proxy can sit on: packet rules and shaping in the stack's own network
-namespace (``chaos.netns``), the way Chaos Mesh's NetworkChaos and Pumba break a pod's links.
+namespace (``chaos.system.netns``), the way Chaos Mesh's NetworkChaos and Pumba break a pod's links.
 
 A link is named as everywhere else (``kv``, ``control``); the target says which namespace it
 lives in and which ports its connections are made to *now* (``PacketLinks.packet_link``: real
@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from chaos.errors import FaultNotApplied, FaultNotHealed
 from chaos.faults.base import Fault
-from chaos.netns import MODES, Counters, Namespace
+from chaos.system.netns import MODES, Counters, Namespace
 from chaos.targets.base import ENGINES
 
 __all__ = ["LinkFault", "PacketFault", "PacketLink", "PacketLinks"]

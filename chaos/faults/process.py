@@ -7,8 +7,8 @@ import time
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, TargetError
 from chaos.faults.base import Fault
+from chaos.system.wait import wait_until
 from chaos.targets.base import ENGINES, Target
-from chaos.wait import wait_until
 
 __all__ = ["Freeze", "Kill", "Restart", "Terminate"]
 

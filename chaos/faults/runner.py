@@ -23,12 +23,12 @@ from chaos.faults.engine_api import AbortAll, CacheFlush
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
-from chaos.history import HEAL_ONCE, FaultEvent, History, Stage
-from chaos.limits import activity
-from chaos.sampler import Sampler
+from chaos.observe.history import HEAL_ONCE, FaultEvent, History, Stage
+from chaos.observe.sampler import Sampler
+from chaos.observe.triggers import Condition, poll_for, wait_for
+from chaos.system.limits import activity
 from chaos.targets.base import Target
-from chaos.toxiproxy import Toxic, ToxiproxyClient
-from chaos.triggers import Condition, poll_for, wait_for
+from chaos.targets.toxiproxy import Toxic, ToxiproxyClient
 
 __all__ = ["TRANSFER_CRAWL_KB_S", "FaultBlock", "Faults"]
 

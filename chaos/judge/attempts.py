@@ -5,7 +5,7 @@ failed cannot have been answered, so a success for it hides the failure from its
 (a transfer failed and answered 200 anyway: vllm#52234, sglang#30233).
 
 pdsim logs ``state=finished`` or ``state=failed`` as a request leaves; SGLang's ``Finish:``
-line reads ``finished``, or ``aborted`` when its reason is an abort (``chaos.reports.logs``).
+line reads ``finished``, or ``aborted`` when its reason is an abort (``chaos.observe.logs``).
 Lines are taken in the order they were captured: SGLang stamps whole seconds.
 """
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Collection
 
-from chaos.history import History, LogEvent, Outcome
 from chaos.judge.backstops import backstop_of
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming
+from chaos.observe.history import History, LogEvent, Outcome
 
 __all__ = [
     "FAILED",

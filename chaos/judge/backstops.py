@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import re
 
-from chaos.history import History, LogEvent, Phase
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import phase_tag, scope
+from chaos.observe.history import History, LogEvent, Phase
 
 __all__ = ["BACKSTOPS", "WAITING_TIMEOUT", "backstop_of", "backstops_stay_idle"]
 

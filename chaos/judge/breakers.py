@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from chaos.history import History, Sample
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
-from chaos.pipeline import CIRCUIT_FAILURES
+from chaos.observe.history import History, Sample
+from chaos.observe.pipeline import CIRCUIT_FAILURES
 
 __all__ = ["charged_only_where_struck"]
 

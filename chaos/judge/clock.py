@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import itertools
 
-from chaos.history import History, Phase
+from chaos.observe.history import History, Phase
 
 __all__ = ["SAMPLE_TOLERANCE_S", "Since", "increments", "start"]
 

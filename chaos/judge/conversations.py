@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from chaos.history import Done, History, Outcome
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed
+from chaos.observe.history import Done, History, Outcome
 
 __all__ = ["context_grows"]
 

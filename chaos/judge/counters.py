@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.history import History
 from chaos.judge.clock import SAMPLE_TOLERANCE_S, Since, increments, start
 from chaos.judge.declare import Window, verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.pipeline import Metric
+from chaos.observe.history import History
+from chaos.observe.pipeline import Metric
 
 __all__ = ["counter_never_rises", "watchdog_fired"]
 

@@ -19,8 +19,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Concatenate, Iterable, ParamSpec
 
-from chaos.history import History
 from chaos.judge.model import Finding, Role, Verdict
+from chaos.observe.history import History
 
 __all__ = ["DECLARED", "Check", "Window", "premise", "verdict"]
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from chaos.history import History
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import Window, verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.pipeline import Metric
-from chaos.sampler import twin
+from chaos.observe.history import History
+from chaos.observe.pipeline import Metric
+from chaos.observe.sampler import twin
 
 __all__ = ["COUNTED", "PAGES_APART_S", "no_leak", "sources_agree"]
 

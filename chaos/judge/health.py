@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.history import History, Outcome, Phase, Sample
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, none_completed
-from chaos.sampler import HEALTH
+from chaos.observe.history import History, Outcome, Phase, Sample
+from chaos.observe.sampler import HEALTH
 
 __all__ = ["health_tells_truth", "not_ready_before_gone"]
 

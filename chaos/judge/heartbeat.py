@@ -10,10 +10,10 @@ out is a heartbeat that did not fire in time.
 
 from __future__ import annotations
 
-from chaos.history import HEAL_ONCE, FaultEvent, History, Stage, TriggerFired
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed
-from chaos.pipeline import PREFILL_LOST
+from chaos.observe.history import HEAL_ONCE, FaultEvent, History, Stage, TriggerFired
+from chaos.observe.pipeline import PREFILL_LOST
 
 __all__ = ["decode_gives_prefill_up"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from chaos.errors import PremiseNotMet
-from chaos.history import History, VerdictRecord
 from chaos.judge.declare import Check
 from chaos.judge.known import KnownIssue, raise_unless_passed
 from chaos.judge.model import Role, Status, Verdict
+from chaos.observe.history import History, VerdictRecord
 
 __all__ = ["evaluate", "expect", "record", "require"]
 

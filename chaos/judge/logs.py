@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Collection, Iterable, Iterator
 
-from chaos.history import History, LogEvent
+from chaos.observe.history import History, LogEvent
 
 __all__ = ["log_lines", "receptions"]
 
 
 def log_lines(history: History, service: str, ops: Collection[str]) -> Iterator[LogEvent]:
-    """``service``'s captured log lines about one of ``ops`` (``chaos.reports.logs``)."""
+    """``service``'s captured log lines about one of ``ops`` (``chaos.observe.logs``)."""
     return (ev for ev in history.of(LogEvent) if ev.service == service and ev.op in ops)
 
 

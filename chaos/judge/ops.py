@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from chaos.history import Done, History, Op, Phase
 from chaos.judge.model import Finding, failed, passed
+from chaos.observe.history import Done, History, Op, Phase
 
 __all__ = ["all_within", "completed", "label", "naming", "none_completed", "phase_tag", "scope"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Collection
 
-from chaos.history import FaultEvent, History, Outcome, Stage
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed
-from chaos.sampler import HEALTH
+from chaos.observe.history import FaultEvent, History, Outcome, Stage
+from chaos.observe.sampler import HEALTH
 
 __all__ = ["recovers", "recovers_after_each_heal"]
 

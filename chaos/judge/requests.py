@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Collection
 
-from chaos.bounds import SCHEDULER_PASS_S
-from chaos.history import ENDS_SERVING, Done, FaultEvent, History, Outcome, Phase, Stage
 from chaos.judge.attempts import ended_by, in_words, told
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed, phase_tag, scope
-from chaos.phases import fault_spans
+from chaos.observe.history import ENDS_SERVING, Done, FaultEvent, History, Outcome, Phase, Stage
+from chaos.observe.phases import fault_spans
+from chaos.observe.pipeline import SCHEDULER_PASS_S
 
 __all__ = [
     "every_request_terminal",

@@ -11,8 +11,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from chaos.growth import Limit, checkpoints, fit
-from chaos.history import History
+from chaos.observe.growth import Limit, checkpoints, fit
+from chaos.observe.history import History
 
 __all__ = ["render_growth"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chaos.history import History, LogEvent, Outcome
-from chaos.pipeline import BEFORE_ROUTER, HOPS, STATE_HOP, TERMINAL_STATES
+from chaos.observe.history import History, LogEvent, Outcome
+from chaos.observe.pipeline import BEFORE_ROUTER, HOPS, STATE_HOP, TERMINAL_STATES
 
 __all__ = ["StuckRow", "where_stuck"]
 

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from chaos.history import FaultEvent, History, VerdictRecord
+from chaos.observe.history import FaultEvent, History, VerdictRecord
 from chaos.reports.stuck import where_stuck
 from chaos.reports.timeline import render_timeline
 
@@ -38,7 +38,7 @@ def result_of(
     stack: str = "",
 ) -> dict[str, Any]:
     """One test's result.json: the single record every report, the known-issue marks and
-    the kill matrix read (``chaos.results``). ``verdicts`` holds each judged verdict and
+    the kill matrix read (``chaos.run.results``). ``verdicts`` holds each judged verdict and
     premise as data (kind, role, status, params, evidence); ``known`` each known issue the
     test showed, with the verdicts that show it."""
     counts = Counter(o.outcome.value if o.outcome else "open" for o in history.ops())

@@ -10,8 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from chaos.history import FaultEvent, History, Outcome, Stage
-from chaos.pipeline import PIPELINE
+from chaos.observe.history import FaultEvent, History, Outcome, Stage
+from chaos.observe.pipeline import PIPELINE
 
 __all__ = ["render_timeline"]
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 from chaos.errors import ConfigError, TargetError
 from chaos.faults.commanded import CommandedLinkFault
-from chaos.procs import run
-from chaos.stack import StackInfo, heartbeat_detect_s
+from chaos.system.procs import run
+from chaos.system.wait import wait_until
 from chaos.targets.base import SERVICES, Capability
 from chaos.targets.bringup import wait_ready
+from chaos.targets.stack import StackInfo, heartbeat_detect_s
 from chaos.targets.stackfile import load_stack_file
-from chaos.wait import wait_until
 
 __all__ = ["DESTRUCTIVE_HINT", "AttachedStack"]
 
@@ -78,7 +78,7 @@ class AttachedStack:
             caps.add(Capability.TRANSFER_WINDOW)  # a crawl of the kv link holds a real engine's transfer open
         if info.config.get("inflight_watchdog"):
             caps.add(Capability.INFLIGHT_WATCHDOG)
-        if "decode_loads" in info.endpoints:  # SGLang's /v1/loads (0.5.23): see chaos.sampler
+        if "decode_loads" in info.endpoints:  # SGLang's /v1/loads (0.5.23): see chaos.observe.sampler
             caps.add(Capability.LIVE_QUEUE_GAUGES)
         if self._can_act() and allow_destructive:
             caps.add(Capability.PROCESS_CONTROL)

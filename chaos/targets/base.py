@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Protocol, runtime_checkable
 
-from chaos.stack import StackInfo
+from chaos.targets.stack import StackInfo
 
 __all__ = [
     "ENGINES",
@@ -36,7 +36,7 @@ class Capability(enum.Enum):
     PROXIED_CLIENT = "proxied_client"  # clients reach the router through a Toxiproxy
     # the link can be broken: blackholed, reset, taken down, slowed to a crawl. By Toxiproxy
     # where it sits on the link (pdsim's links, an attached stack's proxies), by packet rules in
-    # the stack's own network namespace where real engines pick their ports (chaos.netns).
+    # the stack's own network namespace where real engines pick their ports (chaos.system.netns).
     # Never for Mooncake over RDMA: its bytes cross no kernel socket.
     KV_LINK = "kv_link"  # prefill's KV to decode
     CONTROL_LINK = "control_link"  # decode's handshake with prefill (per request)

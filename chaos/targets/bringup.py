@@ -11,9 +11,9 @@ from typing import Callable
 import httpx
 
 from chaos.errors import TargetError
-from chaos.stack import StackInfo
-from chaos.toxiproxy import ToxiproxyClient
-from chaos.wait import HTTP_CALL_S, PROBE, http_ok, wait_until
+from chaos.system.wait import HTTP_CALL_S, PROBE, http_ok, wait_until
+from chaos.targets.stack import StackInfo
+from chaos.targets.toxiproxy import ToxiproxyClient
 
 __all__ = ["create_proxies", "last_line", "ready_url", "served_model", "wait_ready", "warm_up"]
 

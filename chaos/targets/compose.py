@@ -23,17 +23,17 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from chaos.errors import ConfigError, FaultNotApplied, TargetError
 from chaos.faults.packet import PacketLink
-from chaos.netns import Namespace
-from chaos.ports import ensure_free
-from chaos.procs import run
-from chaos.shm import remove_orphans
-from chaos.stack import PROXIES, PortPlan, StackConfig, StackInfo
+from chaos.system.netns import Namespace
+from chaos.system.ports import ensure_free
+from chaos.system.procs import run
+from chaos.system.shm import remove_orphans
+from chaos.system.tools import REPO_ROOT
+from chaos.system.wait import STATE_CHANGE_S, wait_until
 from chaos.targets.base import REAL_SGLANG, REAL_SGLANG_LINKS, SERVICES, START_FAILURE, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
 from chaos.targets.docker_logs import ContainerLog
 from chaos.targets.sglang_cpu import LAUNCHER, PACKET_CAPABILITIES, PACKET_LINKS, SGLANG_HOME, sglang_packet_link
-from chaos.tools import REPO_ROOT
-from chaos.wait import STATE_CHANGE_S, wait_until
+from chaos.targets.stack import PROXIES, PortPlan, StackConfig, StackInfo
 
 __all__ = ["VARIANTS", "ComposeStack", "compose_env", "rendered"]
 

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import cast
 
 from chaos.errors import ConfigError, TargetError
-from chaos.ports import ensure_free
-from chaos.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group, stop_groups
-from chaos.stack import LOOPBACK, PROXIES, PortPlan, StackConfig, StackInfo
+from chaos.system.ports import ensure_free
+from chaos.system.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group, stop_groups
+from chaos.system.tools import smg_binary, toxiproxy_binary
+from chaos.system.wait import wait_until
 from chaos.targets.base import ENGINES, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
-from chaos.tools import smg_binary, toxiproxy_binary
-from chaos.toxiproxy import ToxiproxyClient
-from chaos.wait import wait_until
+from chaos.targets.stack import LOOPBACK, PROXIES, PortPlan, StackConfig, StackInfo
+from chaos.targets.toxiproxy import ToxiproxyClient
 
 __all__ = ["EmbeddedStack"]
 

@@ -16,11 +16,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from chaos.errors import ConfigError
-from chaos.procs import ProcSpec
-from chaos.stack import PortPlan, StackConfig
+from chaos.system.procs import ProcSpec
 from chaos.targets.compose import compose_env, rendered
-from chaos.targets.registry import GPU_WARM_UP_WORDS
+from chaos.targets.gpu import GPU_WARM_UP_WORDS
 from chaos.targets.sglang_cpu import LOCAL_ENGINE_ENV, SGLANG_HOME, SGLangCPUStack
+from chaos.targets.stack import PortPlan, StackConfig
 from sglang_cpu.launch import cpu_environment, on_cpu
 
 __all__ = ["GPU_VARIANT", "GpuOnCpuStack", "gpu_lines"]

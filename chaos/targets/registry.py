@@ -12,21 +12,24 @@ attach        a running deployment described by a stack file (--stack-file)
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from chaos.errors import ConfigError
-from chaos.gpus import GpuPool
-from chaos.stack import StackConfig, StackInfo
+from chaos.errors import ChaosError, ConfigError
+from chaos.system.cleanup import orphan_ledgers
+from chaos.system.gpus import GpuPool
 from chaos.targets.base import Capability, Target
+from chaos.targets.gpu import GPU, GPU_DEFAULT_MODEL, GPU_STARTUP_TIMEOUT_S, GPU_STATE_CHANGE_S, GPU_WARM_UP_WORDS
+from chaos.targets.stack import StackConfig, StackInfo
 
 if TYPE_CHECKING:
     from chaos.targets.embedded import EmbeddedStack
 
-__all__ = ["LOCAL", "TARGETS", "TargetChoice", "load_target"]
+__all__ = ["LOCAL", "TARGETS", "TargetChoice", "load_target", "reap_orphans"]
 
 TARGETS = (
     "embedded",
@@ -39,16 +42,6 @@ TARGETS = (
     "attach",
 )
 LOCAL = ("embedded", "sglang-cpu", "gpu-on-cpu")  # targets run as local processes
-GPU = ("compose-gpu", "compose-gpu-rdma")  # targets whose engines take GPUs from the run's pool
-GPU_STARTUP_TIMEOUT_S = 900.0
-# a SIGKILLed GPU engine's container exits once the driver has taken back its device memory
-# (about 40 GB at the default memory fraction on an 80 GB GPU): tens of seconds, not one
-GPU_STATE_CHANGE_S = 90.0
-# the suites' shortest served prompt, and their longest (suites/test_idle_watchdog.py's
-# 1500 words): kernels compiled on first use for each are compiled at warm-up, into the
-# kept JIT cache, not inside a 3 s bootstrap or 6 s waiting timeout
-GPU_WARM_UP_WORDS = (2, 1500)
-GPU_DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # compose/gpu.yaml's default SGLANG_MODEL
 
 
 @dataclass(frozen=True)
@@ -171,3 +164,21 @@ def _local_class(name: str) -> "type[EmbeddedStack]":
     from chaos.targets.embedded import EmbeddedStack
 
     return EmbeddedStack
+
+
+def reap_orphans() -> list[str]:
+    """Stop every stack listed by a session whose process has died (its processes or its
+    Compose project, whichever target started it: ``chaos.system.cleanup.orphan_ledgers``);
+    returns the state folders reaped."""
+    reaped: list[str] = []
+    for ledger, folders in orphan_ledgers():
+        for folder in folders:
+            try:
+                target = load_target(Path(folder))
+            except ConfigError:
+                continue
+            with contextlib.suppress(ChaosError):
+                target.down()
+            reaped.append(folder)
+        ledger.unlink(missing_ok=True)
+    return reaped

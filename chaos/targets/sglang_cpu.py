@@ -3,7 +3,7 @@
     client --[client_router]--> smg --+--> SGLang prefill (HTTP, bootstrap server)
                                       +--> SGLang decode  (HTTP)
     decode --[bootstrap]--> prefill bootstrap server (route info, heartbeat)
-    ------------------------- the stack's network namespace (chaos.bridge) ------------------
+    ------------------------- the stack's network namespace (chaos.system.bridge) ------------------
     decode  --[control]--> prefill's ZMQ port (the handshake: KV args, each room's metadata)
     prefill --[kv]-------> decode's Mooncake TCP transport and handshake ports
 
@@ -34,14 +34,14 @@ import httpx
 
 from chaos.errors import ConfigError, FaultNotApplied
 from chaos.faults.packet import PacketLink
-from chaos.netns import Namespace, netem_available
-from chaos.procs import ProcSpec, since_last_start
-from chaos.shm import remove_orphans
-from chaos.stack import PortPlan, StackConfig
+from chaos.system.netns import Namespace, netem_available
+from chaos.system.procs import ProcSpec, since_last_start
+from chaos.system.shm import remove_orphans
+from chaos.system.tools import REPO_ROOT
+from chaos.system.wait import HTTP_CALL_S, wait_until
 from chaos.targets.base import ENGINE_LINKS, REAL_SGLANG, REAL_SGLANG_LINKS, Capability
 from chaos.targets.embedded import EmbeddedStack
-from chaos.tools import REPO_ROOT
-from chaos.wait import HTTP_CALL_S, wait_until
+from chaos.targets.stack import PortPlan, StackConfig
 
 __all__ = [
     "LAUNCHER",
@@ -178,7 +178,7 @@ class SGLangCPUStack(EmbeddedStack):
 
     def down(self) -> None:
         """Stop the stack, then remove the /dev/shm files its killed engines could not
-        (``chaos.shm``): no file outlives the run either."""
+        (``chaos.system.shm``): no file outlives the run either."""
         try:
             super().down()
         finally:
@@ -193,7 +193,7 @@ class SGLangCPUStack(EmbeddedStack):
         bridge = (
             sys.executable,
             "-m",
-            "chaos.bridge",
+            "chaos.system.bridge",
             *(a for p in (ports.prefill, ports.prefill_bootstrap, ports.decode) for a in ("--export", str(p))),
             "--import",
             str(ports.bootstrap),

@@ -41,8 +41,8 @@ from typing import Any
 import yaml
 
 from chaos.errors import ConfigError
-from chaos.stack import PROXIES, StackInfo
 from chaos.targets.base import ENGINE_LINKS, SERVICES
+from chaos.targets.stack import PROXIES, StackInfo
 
 __all__ = ["COMMANDS", "LINK_COMMANDS", "SVC_ACTIONS", "describe", "load_stack_file"]
 

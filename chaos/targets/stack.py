@@ -1,0 +1,285 @@
+"""What a running stack is: ports, endpoints, proxies, services, and its configuration.
+
+``StackInfo`` is written to ``<state_dir>/stack.json`` by ``pdchaos up`` and read by
+``pdchaos status``/``down``, by the pytest plugin and by users' own scripts: it is the one
+description of a stack, whoever started it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from chaos.errors import ConfigError
+from chaos.system.ports import LOOPBACK, STACK_PORTS, PortPlan  # the layout's public names, here too
+from chaos.system.wait import STATE_CHANGE_S
+
+__all__ = ["LOADS_PATH", "LOOPBACK", "PROXIES", "STACK_PORTS", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
+
+# name -> (what it connects); the four links the suites break
+PROXIES = ("client_router", "bootstrap", "control", "kv")
+# SGLang's live queue counts (0.5.23): published by the scheduler at every prefill batch,
+# every --load-snapshot-publish-interval decode steps, every 50 ms while a queue stalls, and
+# at once when idle; /metrics' queue gauges move only when decode logs a batch.
+LOADS_PATH = "/v1/loads?include=core,disagg&format=prometheus"
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The engines' PD timeouts (SGLang's environment variables), in seconds.
+
+    Defaults are short so that tests run in seconds; values set in the environment of
+    ``pdchaos up`` or ``pytest`` win, exactly as they would for SGLang. The inflight
+    watchdog is the backstop, so it is set above decode's waiting timeout: in a KV stall
+    decode gives up first and aborts the prefill room; the watchdog frees what nobody else
+    will (a dead or frozen decode).
+    """
+
+    bootstrap_s: int = 3
+    waiting_s: int = 6
+    inflight_s: int = 10
+    heartbeat_interval_s: float = 2.0
+    heartbeat_max_failure: int = 2
+    # SGLang 0.5.23's prefill blacklists a decode's Mooncake session after a failed transfer
+    # and probes it again every interval, doubling up to the max (30 s and 300 s by default):
+    # after a KV link comes back, service returns only at the next probe.
+    session_probe_s: float = 2.0
+    session_probe_max_s: float = 4.0
+    # SGLang 0.5.23 notices that the client of a non-streaming request went away only when
+    # its wait for the engine's output times out, every SGLANG_REQUEST_STATE_WAIT_TIMEOUT
+    # (4 s by default; tokenizer_manager's _stream_one_response): until then the abandoned
+    # request keeps its queue slot and KV.
+    disconnect_poll_s: int = 1
+
+    # SGLang reads these as integers (``EnvInt``); "3.0" would be ignored with a warning and
+    # the 300 s default kept, so they are written and accepted as whole seconds only. The
+    # inflight watchdog's variable is pdsim's (the patched engine), read the same way.
+    INTEGER: ClassVar[tuple[str, ...]] = (
+        "bootstrap_s",
+        "waiting_s",
+        "inflight_s",
+        "heartbeat_max_failure",
+        "disconnect_poll_s",
+    )
+    ENV: ClassVar[dict[str, str]] = {
+        "bootstrap_s": "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+        "waiting_s": "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+        "inflight_s": "SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT",
+        "heartbeat_interval_s": "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL",
+        "heartbeat_max_failure": "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE",
+        "session_probe_s": "SGLANG_FAILED_SESSION_PROBE_INTERVAL_S",
+        "session_probe_max_s": "SGLANG_FAILED_SESSION_PROBE_MAX_INTERVAL_S",
+        "disconnect_poll_s": "SGLANG_REQUEST_STATE_WAIT_TIMEOUT",
+    }
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> "Timeouts":
+        env = dict(os.environ) if env is None else env
+        values: dict[str, Any] = {}
+        for attr, var in cls.ENV.items():
+            raw = env.get(var)
+            if raw:
+                try:
+                    values[attr] = int(raw) if attr in cls.INTEGER else float(raw)
+                except ValueError as exc:
+                    kind = "a whole number (SGLang parses it with int())" if attr in cls.INTEGER else "a number"
+                    raise ConfigError(f"{var}={raw!r} is not {kind}") from exc
+        return cls(**values)
+
+    def to_env(self, *, inflight_watchdog: bool = True) -> dict[str, str]:
+        """The variables for the engines; the inflight watchdog's only for an engine that has
+        one (upstream SGLang reads no such variable)."""
+        return {
+            var: str(int(getattr(self, attr)) if attr in self.INTEGER else float(getattr(self, attr)))
+            for attr, var in self.ENV.items()
+            if inflight_watchdog or attr != "inflight_s"
+        }
+
+    @property
+    def heartbeat_detect_s(self) -> float:
+        return heartbeat_detect_s(self.heartbeat_interval_s, self.heartbeat_max_failure)
+
+
+# A heartbeat's GET to prefill's bootstrap server times out after (2, 3) s, connect and read
+# (SGLang 0.5.23 ``common/conn.py``, ``heartbeat_checker``; pdsim's too)
+HEARTBEAT_READ_S = 3.0
+
+
+def heartbeat_detect_s(interval_s: float, max_failure: int) -> float:
+    """Worst case for decode to declare prefill dead: ``max_failure`` rounds, each a wait of
+    the interval (SGLang floors it at 2 s) and a probe that fails no later than its read
+    timeout (a frozen prefill's kernel still accepts the connection; a dead one refuses it
+    at once). 10 s with the test stacks' 2 s and 2 failures."""
+    return max(int(max_failure), 1) * (max(float(interval_s), 2.0) + HEARTBEAT_READ_S)
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Knobs of the embedded stack; engine speed is chosen so that faults have windows."""
+
+    port_base: int = 21000
+    state_dir: Path = Path(".pdchaos")
+    timeouts: Timeouts = field(default_factory=Timeouts.from_env)
+    defects: str = field(default_factory=lambda: os.environ.get("PDSIM_DEFECTS", ""))
+    prefill_ms_per_token: float = 1.0
+    decode_ms_per_step: float = 10.0
+    kv_bytes_per_token: int = 1024
+    # each engine's running batch (SGLang's --max-running-requests; its decode takes twice as
+    # many more into transfer before its prealloc queue waits); the same on every target
+    max_running_requests: int = 32
+    router_request_timeout_s: int = 30
+    router_cb_timeout_s: int = 3  # smg's circuit-breaker open time (default 60 s), scaled like the rest
+    router_max_retries: int = 5  # smg's --retry-max-retries (its default): the retry budget a suite holds it to
+    # smg's health checks (default every 60 s): a worker smg marked unhealthy (SGLang answers
+    # 503 while it drains after SIGTERM) is routed to again after 2 good checks, so with the
+    # default a restarted decode stays unused for up to 2 min; scaled like the rest
+    router_health_check_interval_s: int = 2
+    # smg's admission control: requests over --max-concurrent-requests wait in a queue of
+    # --queue-size for up to --queue-timeout-secs, the rest are shed (smg's defaults: a bound
+    # derived from the host, 100, 60 s)
+    router_max_concurrent_requests: int = -1
+    router_queue_size: int = 100
+    router_queue_timeout_s: int = 60
+    # decode's radix cache (SGLang's --disaggregation-decode-enable-radix-cache): decode
+    # reuses a conversation's earlier KV and asks prefill only for the new tokens' KV
+    decode_radix_cache: bool = False
+    startup_timeout_s: float = 30.0
+    slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
+    forward_s: float = 2.0  # longest prefill forward of the suites' prompts
+    recovery_s: float = 10.0  # how soon a fresh request must succeed after healing
+    restart_s: float = 5.0  # how long the target may take to bring a killed engine back
+    # how long a signalled engine may take to reach its new state (gone, frozen, thawed): a
+    # process at once; a GPU container holding tens of GB of device memory, tens of seconds
+    state_change_s: float = STATE_CHANGE_S
+    # the warm-up requests' prompt lengths, in words: one short one, and on engines that compile
+    # kernels on first use (GPUs) also the suites' longest, so those compiles happen before
+    # the PD timeouts (seconds) meet them
+    warm_up_words: tuple[int, ...] = (2,)
+    model: str = "pdsim/deterministic-1"  # the served model name clients must send
+    # Whether prefill frees rooms pinned in its inflight queue after inflight_s: pdsim models
+    # the patched engine of the incident; upstream SGLang has no such watchdog.
+    inflight_watchdog: bool = True
+    # the GPUs of prefill and decode, on targets with GPUs (chaos.system.gpus hands them out): empty
+    # elsewhere, and then compose/gpu.yaml's PREFILL_GPU and DECODE_GPU apply
+    gpus: tuple[str, ...] = ()
+
+
+@dataclass
+class StackInfo:
+    """The content of stack.json."""
+
+    kind: str
+    run_id: str
+    port_base: int
+    state_dir: str
+    endpoints: dict[str, str]
+    proxies: dict[str, dict[str, str]]
+    services: dict[str, dict[str, Any]]
+    config: dict[str, Any]
+    created: float = field(default_factory=time.time)
+
+    @classmethod
+    def planned(cls, kind: str, cfg: StackConfig, run_id: str, links: tuple[str, ...] = PROXIES) -> "StackInfo":
+        """The description of a stack on loopback ports from ``cfg.port_base``, before it starts.
+        Every target that runs the stack itself (local processes, Compose) lays it out so;
+        ``links`` names the proxies it really puts on the engines' paths. Its engines (pdsim,
+        SGLang 0.5.23) serve the live ``/v1/loads`` the sampler reads (``chaos.observe.sampler``)."""
+        ports = PortPlan(cfg.port_base)
+
+        def url(port: int) -> str:
+            return f"http://{LOOPBACK}:{port}"
+
+        def link(listen: int, upstream: int) -> dict[str, str]:
+            return {"listen": f"{LOOPBACK}:{listen}", "upstream": f"{LOOPBACK}:{upstream}"}
+
+        return cls(
+            kind=kind,
+            run_id=run_id,
+            port_base=cfg.port_base,
+            state_dir=str(Path(cfg.state_dir).resolve()),
+            endpoints={
+                "client": url(ports.client_router),
+                "router": url(ports.router),
+                "router_metrics": f"{url(ports.router_metrics)}/metrics",
+                "prefill": url(ports.prefill),
+                "decode": url(ports.decode),
+                "prefill_bootstrap": url(ports.prefill_bootstrap),
+                "toxiproxy": url(ports.toxiproxy),
+                "toxiproxy_metrics": f"{url(ports.toxiproxy)}/metrics",
+                "prefill_loads": url(ports.prefill) + LOADS_PATH,
+                "decode_loads": url(ports.decode) + LOADS_PATH,
+            },
+            proxies={
+                name: lnk
+                for name, lnk in {
+                    "client_router": link(ports.client_router, ports.router),
+                    "bootstrap": link(ports.bootstrap, ports.prefill_bootstrap),
+                    "control": link(ports.control, ports.prefill_control),
+                    "kv": link(ports.kv, ports.decode_kv),
+                }.items()
+                if name in links
+            },
+            services={},
+            config={
+                "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
+                "defects": [d for d in cfg.defects.split(",") if d],
+                "model": cfg.model,
+                "inflight_watchdog": cfg.inflight_watchdog,
+                "gpus": list(cfg.gpus),
+                "router_request_timeout_s": cfg.router_request_timeout_s,
+                "router_cb_timeout_s": cfg.router_cb_timeout_s,
+                "router_max_retries": cfg.router_max_retries,
+                "router_health_check_interval_s": cfg.router_health_check_interval_s,
+                "router_max_concurrent_requests": cfg.router_max_concurrent_requests,
+                "router_queue_size": cfg.router_queue_size,
+                "router_queue_timeout_s": cfg.router_queue_timeout_s,
+                "decode_radix_cache": cfg.decode_radix_cache,
+                "prefill_ms_per_token": cfg.prefill_ms_per_token,
+                "decode_ms_per_step": cfg.decode_ms_per_step,
+                "kv_bytes_per_token": cfg.kv_bytes_per_token,
+                "max_running_requests": cfg.max_running_requests,
+                "startup_timeout_s": cfg.startup_timeout_s,
+                "slack_s": cfg.slack_s,
+                "forward_s": cfg.forward_s,
+                "recovery_s": cfg.recovery_s,
+                "restart_s": cfg.restart_s,
+                "state_change_s": cfg.state_change_s,
+                "warm_up_words": list(cfg.warm_up_words),
+            },
+        )
+
+    @property
+    def state_change_s(self) -> float:
+        """How long a signalled engine of this stack may take to reach its new state."""
+        return float(self.config.get("state_change_s", STATE_CHANGE_S))
+
+    @property
+    def path(self) -> Path:
+        return Path(self.state_dir) / "stack.json"
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True))
+        tmp.replace(self.path)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def load(cls, state_dir: Path) -> "StackInfo":
+        path = Path(state_dir) / "stack.json"
+        try:
+            raw = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"no stack at {path} (run `pdchaos up` first)") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
+        try:
+            return cls(**raw)
+        except TypeError as exc:
+            raise ConfigError(f"{path} is not a pd-chaos stack file: {exc}") from exc
