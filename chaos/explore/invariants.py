@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from chaos import verdicts as v
 from chaos.clients.client import Deadlines
-from chaos.observe.history import Outcome, Phase
+from chaos.faults.kinds import CUT_OUTCOMES
+from chaos.observe.history import Phase
 from chaos.observe.pipeline import (
     DECODE_TRANSFER_FAILED,
     ENGINE_QUEUES,
@@ -26,21 +27,8 @@ QUIET = ENGINE_QUEUES + KV_IN_USE + ROUTER_INFLIGHT
 # client's hang-up aborts a transfer, and SGLang counts that a transfer failure too)
 FAILURE_COUNTERS = (PREFILL_BOOTSTRAP_FAILED, PREFILL_TRANSFER_FAILED, DECODE_TRANSFER_FAILED)
 
-# How a request may end when a fault strikes the client's own hop: nothing past a cut link, or
-# a dead router, can send the client an error, so these are the clean ends there (the same
-# sets suites/test_proxy_wedge.py and suites/test_router_restart.py judge). A router drained by
-# SIGTERM still finishes what it holds: only requests sent once its port is dark may fail. A
-# frozen decode (SIGSTOP) holds the streams it serves: no byte, no error, no close can come
-# from it, and smg waits on it, so the client's own deadline ends them (the gray failure the
-# incident's client had no timeout for); once it thaws, what it held goes on.
-# Whatever the cut, a client may hang up on purpose (an impatient load in the same phase).
-_CLIENT = frozenset({Outcome.CLEAN_ERROR, Outcome.HUNG_UP})
-CUT_BY: dict[str, frozenset[Outcome]] = {
-    "link": _CLIENT | {Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR, Outcome.TRUNCATED, Outcome.STALLED},
-    "router_killed": _CLIENT | {Outcome.CONNECTION_ERROR, Outcome.TRUNCATED},
-    "router_drained": _CLIENT | {Outcome.CONNECTION_ERROR},
-    "decode_frozen": _CLIENT | {Outcome.CLIENT_TIMEOUT, Outcome.STALLED},
-}
+# How a request may end where a fault cuts the client's hop: declared with the faults' kinds
+CUT_BY = CUT_OUTCOMES
 
 
 def deadlines(bounds: Bounds) -> Deadlines:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import textwrap
 
 from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Step, Strike, cuts, primary_path
-from chaos.observe.history import ENDS_SERVING
+from chaos.faults.kinds import ends_serving
 from chaos.observe.pipeline import PREFILL_LOST
 from chaos.targets.stack import HEARTBEAT_READ_S
 
@@ -117,7 +117,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     blocks = sum(bool(s.strike) or s.load.shape == "impatient" for s in steps)
     faults = blocks > 0
     cut = cuts(s.strike for s in steps if s.strike)
-    decode_ended = any(s.strike and s.strike.action in ENDS_SERVING and s.strike.where == "decode" for s in steps)
+    decode_ended = any(s.strike and s.strike.action in ends_serving() and s.strike.where == "decode" for s in steps)
     # only the primary paths act: every release is theirs, none a backstop's
     primary_only = all(s.strike is None or primary_path(s.strike) for s in steps)
     body = ["d = deadlines(bounds)"]

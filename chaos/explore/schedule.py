@@ -10,6 +10,7 @@ import random
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Collection, Iterable, Iterator
 
+from chaos.faults import kinds
 from chaos.targets.base import Capability
 
 __all__ = [
@@ -134,12 +135,11 @@ class Schedule:
 
 
 def primary_path(strike: Strike) -> bool:
-    """Whether the system's primary paths alone answer ``strike``, no timeout or watchdog:
-    an engine's abort of its rooms, a cache flush (refused while busy: nothing for a backstop
-    to do), or a KV link that refuses or resets connections (the transfer fails at once, and
-    prefill tells decode over the control link). A cut control or bootstrap link, a link
-    that swallows or crawls, an engine or router struck: there a backstop may be the only path."""
-    return strike.action in ("abort_all", FLUSH) or (strike.where == "kv" and strike.action in ("down", "reset_peer"))
+    """Whether the system's primary paths alone answer ``strike``, no timeout or watchdog
+    (``chaos.faults.kinds``: an engine's abort of its rooms, a cache flush, a KV link that
+    refuses or resets). A cut control or bootstrap link, a link that swallows or crawls, an
+    engine or router struck: there a backstop may be the only path."""
+    return kinds.primary_path(strike.action, strike.where)
 
 
 def strikes_for(caps: Collection[Capability]) -> list[Strike]:
@@ -243,20 +243,12 @@ def generate(seed: int, episode: int, target: str, caps: Collection[Capability],
 
 
 def cuts(strikes: Iterable[Strike]) -> tuple[str, ...]:
-    """Which ``chaos.explore.invariants.CUT_BY`` sets apply, each once, in the order struck:
-    a strike on the client's hop (the client_router link, or smg itself), or a frozen
-    decode, which holds the streams it serves where nothing can end them."""
+    """Which cuts of the client's hop the strikes make (``chaos.faults.kinds.CUT_OUTCOMES``),
+    each once, in the order struck: a strike on the client_router link, smg killed or
+    drained, a frozen decode, which holds the streams it serves where nothing can end them."""
     out: list[str] = []
     for s in strikes:
-        cut = None
-        if s.where == "client_router":
-            cut = "link"
-        elif s.where == "router" and s.action in ("kill", "restart"):
-            cut = "router_killed"
-        elif s.where == "router" and s.action == "terminate":
-            cut = "router_drained"
-        elif s.where == "decode" and s.action == "freeze":
-            cut = "decode_frozen"
+        cut = kinds.cut_of(s.action, s.where)
         if cut and cut not in out:
             out.append(cut)
     return tuple(out)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Collection
 
+from chaos.faults.kinds import ends_serving
 from chaos.judge.attempts import ended_by, in_words, told
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed, phase_tag, scope
-from chaos.observe.history import ENDS_SERVING, Done, FaultEvent, History, Outcome, Phase, Stage
+from chaos.observe.history import Done, FaultEvent, History, Outcome, Phase, Stage
 from chaos.observe.phases import fault_spans
 from chaos.observe.pipeline import SCHEDULER_PASS_S
 
@@ -260,7 +261,7 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
     abort), and ended ``ok`` was served by something the fault could not reach, which hid
     it from the client (a finding about the system, not about the rig). Unknown when no
     such fault struck."""
-    ends = [(f.t, at + ACTS_WITHIN_S.get(f.action, 0.0)) for f, at in _verified(h, ENDS_SERVING, service)]
+    ends = [(f.t, at + ACTS_WITHIN_S.get(f.action, 0.0)) for f, at in _verified(h, ends_serving(), service)]
     if not ends:
         return nothing_at_stake(f"no kill, restart or abort of everything on {service} was verified")
     struck = [(o, gone) for o in completed(h, None) for begun, gone in ends if _streaming_at(o, begun)]

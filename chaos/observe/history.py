@@ -17,7 +17,6 @@ from typing import Any, Iterator
 from chaos.observe.phases import derive
 from chaos.observe.records import (
     CREATED_AT_FIRST_INCREMENT,
-    ENDS_SERVING,
     HEAL_ONCE,
     Chunk,
     Complete,
@@ -41,7 +40,6 @@ from chaos.observe.records import (
 # the record types are read from here as well as from chaos.observe.records
 __all__ = [
     "CREATED_AT_FIRST_INCREMENT",
-    "ENDS_SERVING",
     "HEAL_ONCE",
     "Chunk",
     "Complete",

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 
 __all__ = [
     "CREATED_AT_FIRST_INCREMENT",
-    "ENDS_SERVING",
     "HEAL_ONCE",
     "Chunk",
     "Complete",
@@ -130,11 +129,6 @@ class Complete:
         return self.outcome is Outcome.OK
 
 
-# The fault actions that end whatever the struck engine was serving: its process gone (kill,
-# restart), or every request it holds aborted (``abort_all``, acknowledged by the engine)
-ENDS_SERVING = frozenset({"kill", "restart", "abort_all"})
-
-
 @dataclass(frozen=True)
 class FaultEvent:
     t: float
@@ -145,7 +139,7 @@ class FaultEvent:
     evidence: str = ""
     kind: str = "fault"
     implicates: tuple[str, ...] = ()  # the engines the fault strikes (a killed one, both ends of a broken link)
-    action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...): ENDS_SERVING
+    action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...): chaos.faults.kinds
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))
