@@ -12,11 +12,12 @@ import pytest
 
 from chaos.errors import ConfigError
 from chaos.explore.command import add_parser
+from chaos.explore.episode import Episode, Find, Signature, classify
 from chaos.explore.health import unhealthy
 from chaos.explore.invariants import CUT_BY
 from chaos.explore.known import known_for
 from chaos.explore.render import function_name, render
-from chaos.explore.run import BATCH, Budget, Episode, Find, Signature, _batch_size, classify
+from chaos.explore.run import BATCH, Budget, _batch_size
 from chaos.explore.schedule import FLUSH, Load, Schedule, Step, Strike, generate, primary_path, strikes_for
 from chaos.explore.shrink import candidates, shrink
 from chaos.judge.model import Evidence, Role, Status

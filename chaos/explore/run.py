@@ -9,189 +9,31 @@ not pass (``-x``): an episode only ever follows ones whose own verdicts proved t
 serving and quiet, so no episode's damage judges the next; those not run go first in the
 next batch, on a fresh stack. A stack and a process each cost about 8 s of a 15 to 20 s
 episode on a 2-core machine. Shrinking and reruns run each file alone, as a user runs a
-reproducer. Results are read from ``result.json`` (``chaos.run.results``): failures are
-compared as data (``Signature``), never as text.
+reproducer. Running a batch is ``chaos.explore.explorer``, judging an episode
+``chaos.explore.episode``, what the run leaves to read ``chaos.explore.summary``.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import os
-import shutil
 import time
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterator
+from typing import Callable, Iterator
 
 from chaos.explore.budget import Budget
-from chaos.explore.health import unhealthy
-from chaos.explore.known import Known, known_for
-from chaos.explore.render import function_name, render
+from chaos.explore.episode import Episode, Find, Signature
+from chaos.explore.explorer import Explorer
+from chaos.explore.render import render
 from chaos.explore.schedule import Schedule, generate
 from chaos.explore.shrink import shrink
-from chaos.judge.model import Status
-from chaos.run.pytest_run import TIMED_OUT, run_pytest
-from chaos.run.results import JudgedVerdict, TestResult, load_results
-from chaos.targets.base import Capability
-from chaos.targets.registry import TargetChoice
+from chaos.explore.summary import write_summary
 
-__all__ = ["BATCH", "Budget", "Episode", "Explorer", "Find", "Signature", "explore"]
+__all__ = ["BATCH", "Budget", "Explorer", "explore"]
 
 BATCH = 4  # episodes per pytest process and stack, at most
 # A shrink candidate is kept only when it fails the same way this many runs in a row: one
 # that failed once by luck of timing made reproducers that failed 2 of 5 reruns
 CONFIRM = 2
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A failure as data: the invariant and the kind of its evidence (the names of the
-    values it measured, and those of its values that are categories: outcomes, statuses).
-    Two runs fail "the same way" when they share a signature."""
-
-    kind: str
-    keys: tuple[str, ...]
-    categories: tuple[tuple[str, str], ...]
-
-    @classmethod
-    def of(cls, v: JudgedVerdict) -> Signature:
-        values = v.evidence.values
-        cats = sorted(
-            (k, json.dumps(val, sort_keys=True))
-            for k, val in values.items()
-            if isinstance(val, str) or (isinstance(val, list) and all(isinstance(x, str) for x in val))
-        )
-        return cls(v.kind, tuple(sorted(values)), tuple(cats))
-
-    def __str__(self) -> str:
-        cats = ", ".join(f"{k}={val}" for k, val in self.categories)
-        return self.kind + (f" [{cats}]" if cats else "")
-
-
-@dataclass
-class Episode:
-    """One schedule run and judged. ``state``: passed, found (an invariant failed and no
-    known issue explains it), known (only known issues failed), inconclusive (a verdict
-    could not say), rig error (the rig broke: a trigger, a fault, the stack)."""
-
-    schedule: Schedule
-    state: str
-    file: Path
-    seconds: float
-    findings: list[JudgedVerdict] = field(default_factory=list)
-    known: list[tuple[JudgedVerdict, Known]] = field(default_factory=list)
-    why: str = ""
-
-    def signatures(self) -> set[Signature]:
-        return {Signature.of(v) for v in self.findings}
-
-
-@dataclass
-class Find:
-    episode: Episode
-    signature: Signature
-    reproducer: Path
-    shrunk: Schedule
-    candidates: int
-    reproduced: int
-    reruns: int
-    after_s: float  # from explore's start until the episode that found it ended
-
-    @property
-    def flaky(self) -> bool:
-        """Failed once, and in none of its reruns: reported apart, never as found."""
-        return self.reruns > 0 and self.reproduced == 0
-
-
-def classify(
-    schedule: Schedule, result: TestResult | None, caps: Collection[Capability], *, rc: int
-) -> tuple[str, list[JudgedVerdict], list[tuple[JudgedVerdict, Known]], str]:
-    """An episode's state from its result: a rig error stays one whatever its verdicts say."""
-    if result is None:
-        return "rig error", [], [], "timed out" if rc == TIMED_OUT else f"no result (pytest exited {rc})"
-    if result.outcome == "passed":
-        return "passed", [], [], ""
-    if result.outcome != "failed":
-        return "rig error", [], [], (result.message.splitlines() or [result.outcome])[0][:300]
-    failed = result.judged(Status.FAIL)
-    known = [(v, k) for v in failed if (k := known_for(schedule, v, caps))]
-    found = [v for v in failed if all(v is not kv for kv, _ in known)]
-    if found:
-        return "found", found, known, str(found[0])
-    if known:
-        return "known", [], known, f"{known[0][0].kind}: {known[0][1].component} {known[0][1].version}"
-    unsure = result.unsure()
-    return "inconclusive", [], [], str(unsure[0]) if unsure else result.message[:300]
-
-
-@dataclass
-class Explorer:
-    """Runs schedules on ``target``, one pytest process each, under ``out``."""
-
-    target: str
-    seed: int
-    out: Path
-    caps: frozenset[Capability]
-    port_base: int
-    env: dict[str, str]
-    args: list[str] = field(default_factory=list)  # more for pytest (an attached stack's file)
-    timeout_s: float = 600.0
-
-    @classmethod
-    def of(cls, choice: TargetChoice, *, seed: int, out: Path, port_base: int, defects: str = "") -> Explorer:
-        """An explorer of ``choice`` (an attached stack's file and consent passed on to each
-        episode's pytest), with ``defects`` planted in pdsim."""
-        args = []
-        if choice.stack_file is not None:
-            args += ["--stack-file", str(Path(choice.stack_file).resolve())]
-        if choice.allow_destructive:
-            args.append("--allow-destructive")
-        env = {**os.environ, "PDSIM_DEFECTS": defects}
-        return cls(choice.name, seed, out, choice.capabilities(), port_base, env, args)
-
-    def run(self, schedule: Schedule, *, folder: str, note: str = "", tag: str = "") -> Episode:
-        """``schedule`` alone, on a fresh stack: a shrink candidate, a rerun, a reproducer."""
-        return self.run_batch([schedule], folder=folder, note=note, tag=tag)[0]
-
-    def run_batch(self, schedules: list[Schedule], *, folder: str, note: str = "", tag: str = "") -> list[Episode]:
-        """``schedules`` in order in one pytest process on one fresh stack, until the first
-        that does not pass: the episodes run, that one last (never empty: a process that
-        ran none gives its first a rig error)."""
-        where = self.out / folder
-        where.mkdir(parents=True, exist_ok=True)
-        names = [s.name() + tag for s in schedules]
-        files = [where / f"test_{name}.py" for name in names]
-        for schedule, file in zip(schedules, files, strict=True):
-            file.write_text(render(schedule, note=note))
-        batch = names[0] if len(names) == 1 else f"{names[0]}-{names[-1]}"
-        reports = where / "reports" / batch
-        shutil.rmtree(reports, ignore_errors=True)  # an earlier run into the same folder is not this one's result
-        t0 = time.monotonic()
-        rc = run_pytest(
-            files,
-            port_base=self.port_base,
-            reports=reports,
-            log=where / f"{batch}.log",
-            env=self.env,
-            args=["--target", self.target, "--seed", str(self.seed), "-x", *self.args],
-            timeout_s=self.timeout_s * len(files),
-        )
-        results = load_results(reports)
-        took = _durations(reports)
-        episodes: list[Episode] = []
-        for schedule, file in zip(schedules, files, strict=True):
-            test = function_name(schedule)
-            mine = [r for r in results if r.test.endswith("::" + test)]
-            if not mine and episodes:
-                break  # not run: the process stopped at the episode before
-            state, found, known, why = classify(schedule, mine[0] if mine else None, self.caps, rc=rc)
-            seconds = took.get(test, time.monotonic() - t0)
-            episodes.append(Episode(schedule, state, file, round(seconds, 1), found, known, why))
-            if state != "passed":
-                break
-        return episodes
 
 
 def _batch_size(budget: Budget, episodes: list[Episode], spent_s: float) -> int:
@@ -203,16 +45,6 @@ def _batch_size(budget: Budget, episodes: list[Episode], spent_s: float) -> int:
     mean_s = sum(ep.seconds for ep in episodes) / len(episodes) if episodes else 20.0
     left_s = (budget.seconds or 0.0) - spent_s
     return max(1, min(BATCH, int(left_s // max(mean_s, 1.0))))
-
-
-def _durations(reports: Path) -> dict[str, float]:
-    """Each test's seconds in the run's JUnit XML (the first one's include starting the
-    stack), by test function name."""
-    out: dict[str, float] = {}
-    for junit in reports.rglob("junit.xml"):
-        for case in ET.parse(junit).iter("testcase"):
-            out[case.get("name", "")] = float(case.get("time") or 0.0)
-    return out
 
 
 def _reproducer(explorer: Explorer, find: Find) -> Path:
@@ -287,70 +119,5 @@ def explore(
         )
         if until_found:
             break
-    _write_summary(explorer, episodes, finds)
+    write_summary(explorer, episodes, finds)
     return episodes, finds
-
-
-def _write_summary(explorer: Explorer, episodes: list[Episode], finds: list[Find]) -> None:
-    counts: dict[str, int] = {}
-    for ep in episodes:
-        counts[ep.state] = counts.get(ep.state, 0) + 1
-    data: dict[str, Any] = {
-        "target": explorer.target,
-        "seed": explorer.seed,
-        "defects": explorer.env.get("PDSIM_DEFECTS", ""),
-        "episodes": [
-            {
-                "episode": ep.schedule.episode,
-                "state": ep.state,
-                "seconds": ep.seconds,
-                "why": ep.why,
-                "file": str(ep.file),
-                "schedule": json.loads(ep.schedule.as_json()),
-                "known": [{"verdict": v.kind, "component": k.component, "shown_by": k.shown_by} for v, k in ep.known],
-            }
-            for ep in episodes
-        ],
-        "finds": [
-            {
-                "invariant": str(f.signature),
-                "kind": f.signature.kind,
-                "episode": f.episode.schedule.episode,
-                "after_s": f.after_s,
-                "reproducer": str(f.reproducer),
-                "steps": [len(f.episode.schedule.steps), len(f.shrunk.steps)],
-                "shrink_candidates": f.candidates,
-                "reproduced": f"{f.reproduced}/{f.reruns}",
-                "flaky": f.flaky,
-            }
-            for f in finds
-        ],
-        "counts": counts,
-        "unhealthy": unhealthy(episodes),
-    }
-    (explorer.out / "explore.json").write_text(json.dumps(data, indent=2))
-    lines = [
-        f"# explore: target {explorer.target}, seed {explorer.seed}",
-        "",
-        f"{len(episodes)} episodes: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())),
-        "",
-    ]
-    if why := unhealthy(episodes):
-        lines += [f"**Unhealthy run**: {why}.", ""]
-    for title, shown in (
-        ("Found", [f for f in finds if not f.flaky]),
-        ("Flaky (no rerun failed)", [f for f in finds if f.flaky]),
-    ):
-        if not shown:
-            continue
-        lines += [f"## {title}", "", "| invariant | episode | steps (drawn → shrunk) | reproduced | reproducer |"]
-        lines += ["|---|---|---|---|---|"]
-        lines += [
-            f"| {f.signature} | {f.episode.schedule.episode} | {len(f.episode.schedule.steps)} → {len(f.shrunk.steps)} "
-            f"| {f.reproduced}/{f.reruns} | [{f.reproducer.name}]({os.path.relpath(f.reproducer, explorer.out)}) |"
-            for f in shown
-        ]
-        lines.append("")
-    if not finds:
-        lines.append("No invariant failed that a known issue does not explain.")
-    (explorer.out / "explore.md").write_text("\n".join(lines) + "\n")
