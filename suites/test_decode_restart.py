@@ -24,7 +24,7 @@ import contextlib
 import pytest
 
 from chaos import verdicts as v
-from chaos.faults.runner import TRANSFER_CRAWL_KB_S
+from chaos.faults.menu import TRANSFER_CRAWL_KB_S
 from chaos.observe.pipeline import (
     CIRCUIT_TRANSITIONS,
     DECODE_TRANSFER_QUEUE,

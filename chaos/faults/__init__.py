@@ -2,8 +2,8 @@
 
 from chaos.faults.base import Fault
 from chaos.faults.client import ClientFault
+from chaos.faults.menu import Faults
 from chaos.faults.network import ProxyDown, ToxicFault
 from chaos.faults.process import Freeze, Kill, Restart
-from chaos.faults.runner import Faults
 
 __all__ = ["ClientFault", "Fault", "Faults", "Freeze", "Kill", "ProxyDown", "Restart", "ToxicFault"]

@@ -68,7 +68,7 @@ class AttachedStack:
         self.info = info
         self.commands = commands
         self.links = links or {}
-        self.packet_links = tuple(self.links)  # broken by the file's commands (chaos.faults.runner)
+        self.packet_links = tuple(self.links)  # broken by the file's commands (chaos.faults.menu)
         self.allow_destructive = allow_destructive
         caps = {cap for link, cap in _LINK_CAPABILITY.items() if link in info.proxies}
         if caps & {Capability.KV_LINK, Capability.CONTROL_LINK}:
