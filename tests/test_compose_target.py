@@ -45,7 +45,7 @@ def _compose_config(*files: str, env: dict[str, str] | None = None) -> subproces
 SGLANG_ENV = {
     "PDCHAOS_SGLANG_HOME": str(REPO_ROOT / ".tools" / "sglang"),
     "PDCHAOS_SGLANG_CPU": str(REPO_ROOT / "sglang_cpu"),
-    "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "bridge.py"),
+    "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "system" / "bridge.py"),
 }
 
 
