@@ -248,6 +248,7 @@ def test_two_pages_of_one_count_are_held_to_each_other():
     held = check(stale)
     assert held.status is v.Status.FAIL and held.evidence.values["kinds"] == ["stale"]
     assert held.evidence.values["disagreed"] == {f"decode:{name}": 1}  # 0 at 1.0s: live read 3 all around
+    assert held.evidence.values["figures"] == [f"decode:{name}"]  # what a known issue's evidence names
     lied = check(lie)
     assert lied.status is v.Status.FAIL and lied.evidence.values["kinds"] == ["unread"]
     assert check(idle).status is v.Status.NOT_AT_STAKE

@@ -77,16 +77,20 @@ def no_leak(
     )
 
 
-# The counts an engine reports on both pages and the verdicts judge: requests in each stage
-# of the pipeline, and the KV tokens they hold.
-COUNTED = (
-    "num_running_reqs",
-    "num_used_tokens",
-    "num_prefill_bootstrap_queue_reqs",
-    "num_prefill_inflight_queue_reqs",
-    "num_decode_prealloc_queue_reqs",
-    "num_decode_transfer_queue_reqs",
-)
+# The counts an engine reports on both pages under one meaning, and the verdicts judge:
+# requests in each stage of the pipeline, and the KV tokens they hold. Not prefill's
+# num_running_reqs: SGLang 0.5.23's /metrics counts prefill's forward batch there, its
+# /v1/loads the running batch, which "is never populated in PD prefill" (its own comment,
+# scheduler_components/metrics_reporter.py): two figures under one name (docs/known-issues.md)
+COUNTED: dict[str, tuple[str, ...]] = {
+    "prefill": ("num_used_tokens", "num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs"),
+    "decode": (
+        "num_running_reqs",
+        "num_used_tokens",
+        "num_decode_prealloc_queue_reqs",
+        "num_decode_transfer_queue_reqs",
+    ),
+}
 # the two pages are fetched one after the other, and a count may move in between: a reading
 # of one page is matched by the other's within two samples' worth of time on either side
 PAGES_APART_S = 0.5
@@ -110,7 +114,7 @@ def sources_agree(
     examples: list[str] = []
     first: list[float] = []
     for source in engines:
-        for name in COUNTED:
+        for name in COUNTED.get(source, ()):
             live = h.series(source, name)
             said = h.series(source, twin(name))
             if not said or not live:
@@ -138,6 +142,7 @@ def sources_agree(
             + "; ".join(examples),
             at=first,
             disagreed=disagreed,
+            figures=sorted(disagreed),
             kinds=sorted(kinds),
             readings=readings,
             bound_s=within_s,

@@ -119,7 +119,9 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         # sglang-cpu.yaml mounts the host's SGLang venv and model, and the engines' launcher with the sgl_kernel shim
         "PDCHAOS_SGLANG_HOME": str(SGLANG_HOME),
         "PDCHAOS_SGLANG_CPU": str(LAUNCHER.parent),
-        "PDCHAOS_BRIDGE": str(REPO_ROOT / "chaos" / "system" / "bridge.py"),  # the engines' namespace's process (sglang-cpu.yaml)
+        "PDCHAOS_BRIDGE": str(
+            REPO_ROOT / "chaos" / "system" / "bridge.py"
+        ),  # the engines' namespace's process (sglang-cpu.yaml)
         "PDCHAOS_HOST_NETNS": f"/proc/{os.getpid()}/ns/net",  # the host's side of that bridge: this process's namespace
         **(
             {"PREFILL_GPU": cfg.gpus[0], "DECODE_GPU": cfg.gpus[1]} if cfg.gpus else {}
