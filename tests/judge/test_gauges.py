@@ -1,0 +1,101 @@
+"""``chaos.judge.gauges``: each check passes on a good history and fails (or is unknown) on a
+crafted bad one, histories written by hand."""
+
+from __future__ import annotations
+
+from chaos import verdicts as v
+from chaos.observe.history import (
+    FaultEvent,
+    History,
+    Sample,
+    Stage,
+)
+from chaos.observe.sampler import merged
+from tests.judge.histories import fault, op, series, status
+
+
+def test_no_leak():
+    check = v.no_leak(gauges=[("prefill", "inflight")], within_s=3)
+    back, stuck, blind = History(), History(), History()
+    for h in (back, stuck, blind):
+        fault(h, 1.0, 2.0)
+    series(back, "prefill", "inflight", [(0.5, 0), (1.5, 2), (2.5, 1), (4.0, 0)])
+    series(stuck, "prefill", "inflight", [(0.5, 0), (1.5, 2), (2.5, 2), (4.9, 2)])
+    series(blind, "prefill", "inflight", [(0.5, 0), (1.5, 2)])
+    assert status(check, back) is v.Status.PASS
+    assert status(check, stuck) is v.Status.FAIL and "stayed above its baseline 0" in check(stuck).message
+    assert status(check, blind) is v.Status.UNKNOWN
+    quiet = v.no_leak(gauges=[("prefill", "inflight")], within_s=1, since=v.Since.QUIET)
+    busy = History()
+    fault(busy, 1.0, 2.0)
+    op(busy, "late", 2.0, 6.0)
+    series(busy, "prefill", "inflight", [(0.5, 0), (3.0, 1), (5.9, 1), (6.5, 0)])
+    assert status(quiet, busy) is v.Status.PASS  # load after the heal is not a leak
+
+
+def test_the_quiet_moment_is_the_scenarios_not_the_rigs_probe():
+    """``Since.QUIET`` is when the scenario's last request ended: the recovery probe that
+    settle sends once the leak window is covered does not move it, so a gauge held through
+    the window and freed only by the probe's own request is a leak."""
+    quiet = v.no_leak(gauges=[("decode", "num_used_tokens")], within_s=2, since=v.Since.QUIET)
+    h = History()
+    fault(h, 1.0, 2.0)
+    op(h, "load", 1.5, 3.0)
+    op(h, "probe", 5.5, 5.6, phase="probe")
+    series(h, "decode", "num_used_tokens", [(0.5, 0), (3.1, 40), (4.9, 40), (5.6, 0), (7.0, 0)])
+    judged = quiet(h)
+    assert judged.status is v.Status.FAIL and judged.evidence.values["held"] == ["decode:num_used_tokens"]
+    assert list(judged.evidence.at) == [3.0]  # counted from the load's end, not the probe's
+
+
+def _pages(h: History, source: str, name: str, points: list[tuple[float, float, float]]) -> None:
+    """Samples of one count on an engine's two pages: (t, /v1/loads, /metrics)."""
+    for t, live, said in points:
+        h.append(Sample(t, source, merged([{name: said}, {name: live}])))
+
+
+def test_two_pages_of_one_count_are_held_to_each_other():
+    """``sources_agree``: what /metrics says of a count, /v1/loads said too within half a
+    second. A /metrics reading that repeats an older live value is stale (SGLang's /metrics,
+    refreshed per logged batch); one /v1/loads never showed is unread: one page lies."""
+    check = v.sources_agree(engines=["decode"])
+    name = "num_decode_transfer_queue_reqs"
+    agree, stale, lie, idle = History(), History(), History(), History()
+    _pages(agree, "decode", name, [(0.0, 0, 0), (0.1, 3, 0), (0.2, 3, 3), (0.3, 0, 3), (0.4, 0, 0)])
+    _pages(stale, "decode", name, [(0.0, 0, 0), (0.1, 3, 0), (1.0, 3, 0), (2.0, 0, 0)])
+    _pages(lie, "decode", name, [(0.0, 0, 0), (0.1, 0, 3), (1.0, 0, 3), (2.0, 0, 0)])
+    _pages(idle, "decode", name, [(0.0, 0, 0), (1.0, 0, 0)])
+    assert check(agree).status is v.Status.PASS and check(agree).evidence.values["readings"] == 5
+    held = check(stale)
+    assert held.status is v.Status.FAIL and held.evidence.values["kinds"] == ["stale"]
+    assert held.evidence.values["disagreed"] == {f"decode:{name}": 1}  # 0 at 1.0s: live read 3 all around
+    assert held.evidence.values["figures"] == [f"decode:{name}"]  # what a known issue's evidence names
+    lied = check(lie)
+    assert lied.status is v.Status.FAIL and lied.evidence.values["kinds"] == ["unread"]
+    assert check(idle).status is v.Status.NOT_AT_STAKE
+    assert check(History()).status is v.Status.UNKNOWN
+
+
+def test_no_leak_since_the_last_fault_counts_from_the_fault_that_struck():
+    """A crawl set the stage at t=1, decode was killed at t=3, and prefill held its rooms
+    until t=7: from the first fault, the gauge was at baseline (the rooms had not come yet),
+    which says nothing; from the last, the rooms stayed 4 s."""
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "packet#1", Stage.INJECT, "crawl on kv"))
+    h.append(FaultEvent(3.0, 0.0, "kill#2", Stage.INJECT, "SIGKILL decode"))
+    h.append(FaultEvent(9.0, 0.0, "kill#2", Stage.HEALED, "SIGKILL decode"))
+    h.append(FaultEvent(9.5, 0.0, "packet#1", Stage.HEALED, "crawl on kv"))
+    series(h, "prefill", "inflight", [(0.5, 0), (1.2, 0), (2.5, 4), (3.1, 4), (5.0, 4), (6.4, 4), (7.0, 0)])
+    last = v.no_leak(gauges=[("prefill", "inflight")], within_s=3.5, since=v.Since.LAST_FAULT)
+    assert status(last, h) is v.Status.FAIL and "stayed above its baseline 0 (max 4" in last(h).message
+    assert (
+        status(v.no_leak(gauges=[("prefill", "inflight")], within_s=4.5, since=v.Since.LAST_FAULT), h) is v.Status.PASS
+    )
+
+
+def test_no_leak_without_a_sample_before_the_fault_is_unknown():
+    h = History()
+    fault(h, 1.0, 2.0)
+    series(h, "decode", "num_decode_transfer_queue_reqs", [(1.5, 3.0), (2.5, 0.0), (3.0, 0.0)])
+    check = v.no_leak(gauges=[("decode", "num_decode_transfer_queue_reqs")], within_s=2.0)
+    assert status(check, h) is v.Status.UNKNOWN and "no sample before the fault" in check(h).message

@@ -1,0 +1,56 @@
+"""``chaos.judge.premises``: each check passes on a good history and fails (or is unknown) on a
+crafted bad one, histories written by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.observe.history import (
+    History,
+    Outcome,
+    Phase,
+)
+from tests.judge.histories import fault, op, status
+
+
+def test_ended_as_is_a_premise():
+    abandoned, refused = History(), History()
+    op(abandoned, "a", 0, 1.0, Outcome.CLIENT_TIMEOUT, phase="fault")
+    op(refused, "a", 0, 0.1, Outcome.CLEAN_ERROR, phase="fault", error="503 model not found")
+    check = v.ended_as(Outcome.CLIENT_TIMEOUT, phase=Phase.FAULT, why="in flight when abandoned")
+    assert status(check, abandoned) is v.Status.PASS
+    assert (
+        status(check, refused) is v.Status.UNMET and "503 model not found" in check(refused).message
+    )  # never a fail: nothing was tested
+
+
+def test_open_at_fault_is_a_premise():
+    met, missed = History(), History()
+    for h in (met, missed):
+        fault(h, 1.0, 2.0)
+    op(met, "a", 0.5, 3.0, phase="fault")
+    op(missed, "a", 0.1, 0.5, phase="fault")  # done before the SIGTERM
+    check = v.open_at_fault(phase=Phase.FAULT, why="decode had them")
+    assert status(check, met) is v.Status.PASS
+    assert status(check, missed) is v.Status.UNMET and "not open at the fault" in check(missed).message
+
+
+def test_an_unmet_premise_keeps_when_the_fault_struck_and_what_it_met():
+    from chaos.errors import PremiseNotMet
+
+    h = History()
+    fault(h, 2.0, 3.0)
+    op(h, "open", 1.0, 2.5, phase="fault")  # open when it struck, and it succeeded
+    op(h, "done", 0.0, 1.5, phase="fault")  # done before
+    op(h, "edge", 2.0, 2.2, phase="fault")  # sent at the very moment: not open before it
+    judged = v.requests_affected(phase=Phase.FAULT, why="t")(h)
+    assert judged.status is v.Status.UNMET
+    assert judged.evidence.values == {
+        "requests": 3,
+        "fault_at": 2.0,
+        "open_at_fault": 1,
+        "open_at_fault_ended": ["ok"],
+    }, judged.evidence
+    with pytest.raises(PremiseNotMet):
+        v.require(h, v.requests_affected(phase=Phase.FAULT, why="t"))

@@ -1,0 +1,66 @@
+"""``chaos.judge.replies``: each check passes on a good history and fails (or is unknown) on a
+crafted bad one, histories written by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.observe.history import (
+    Complete,
+    History,
+    Invoke,
+    Outcome,
+)
+from tests.judge.histories import op, status
+
+
+def test_replies_match_baseline():
+    check = v.replies_match_baseline()
+    good, wrong, none = History(), History(), History()
+    for h in (good, wrong):
+        op(h, "b", 0, 1, reply="amber basil", context="c1", phase="baseline")
+    op(good, "f", 2, 3, reply="amber basil", context="c1", phase="fault")
+    op(wrong, "f", 2, 3, reply="cedar delta", context="c1", phase="fault")
+    op(none, "f", 2, 3, reply="x", context="c9", phase="fault")
+    assert status(check, good) is v.Status.PASS
+    assert status(check, wrong) is v.Status.FAIL and "cedar delta" in check(wrong).message
+    assert status(check, none) is v.Status.UNKNOWN
+
+
+def test_a_wrong_reply_shows_where_it_leaves_its_baseline():
+    h = History()
+    op(h, "b", 0, 1, reply="amber basil cedar", context="c1", phase="baseline")
+    op(h, "f", 2, 3, reply="amber basil delta", context="c1", phase="fault")
+    message = v.replies_match_baseline()(h).message
+    assert "differs from char 12 of 17: got 'delta', baseline 'cedar'" in message, message
+
+
+def _finished(h: History, name: str, *, asked: int, got: int, finish: str, ignore_eos: bool = True, stops=False):
+    h.append(Invoke(0.0, 0.0, name, "/v1/chat/completions", True, max_tokens=asked, ignore_eos=ignore_eos, stops=stops))
+    h.append(Complete(1.0, 0.0, name, Outcome.OK, 200, "", "text", 5, got, finish=finish))
+
+
+@pytest.mark.parametrize(
+    ("asked", "got", "finish", "ignore_eos", "stops", "truthful"),
+    [
+        (8, 8, "length", True, False, True),
+        (8, 5, "length", True, False, False),  # cut short, and called "length"
+        (8, 5, "stop", True, False, False),  # nothing could stop it
+        (8, 5, "stop", False, False, True),  # the model's end of sequence may
+        (8, 5, "stop", True, True, True),  # a stop string may
+        (8, 9, "length", True, False, False),  # more than asked for
+    ],
+)
+def test_finish_reasons_tell_the_truth(asked, got, finish, ignore_eos, stops, truthful):
+    h = History()
+    _finished(h, "a", asked=asked, got=got, finish=finish, ignore_eos=ignore_eos, stops=stops)
+    judged = v.finish_reasons_tell_the_truth()(h)
+    assert judged.status is (v.Status.PASS if truthful else v.Status.FAIL), judged.message
+
+
+def test_finish_reasons_unjudged_without_token_counts_are_unknown_not_passed():
+    h = History()
+    op(h, "a", 0, 1.0)  # no max_tokens recorded
+    assert v.finish_reasons_tell_the_truth()(h).status is v.Status.UNKNOWN
+    assert v.finish_reasons_tell_the_truth()(History()).status is v.Status.UNKNOWN

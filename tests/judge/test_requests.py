@@ -1,0 +1,172 @@
+"""``chaos.judge.requests``: each check passes on a good history and fails (or is unknown) on a
+crafted bad one, histories written by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos import verdicts as v
+from chaos.observe.history import (
+    Chunk,
+    Complete,
+    FaultEvent,
+    History,
+    Invoke,
+    Outcome,
+    Phase,
+    Stage,
+)
+from tests.judge.histories import fault, op, status
+
+
+def test_every_request_terminal():
+    good, slow, hung = History(), History(), History()
+    op(good, "a", 0, 1.0)
+    op(slow, "a", 0, 9.0)
+    op(hung, "a", 0, None)
+    check = v.every_request_terminal(within_s=5)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, slow) is v.Status.FAIL and "took 9.00s" in check(slow).message
+    assert status(check, hung) is v.Status.FAIL and "never completed" in check(hung).message
+    assert status(check, History()) is v.Status.NOT_AT_STAKE
+
+
+@pytest.mark.parametrize("bad", [Outcome.TRUNCATED, Outcome.STALLED, Outcome.CLIENT_TIMEOUT, Outcome.CONNECTION_ERROR])
+def test_failed_requests_are_clean(bad):
+    good, unclean, late = History(), History(), History()
+    for h in (good, unclean, late):
+        fault(h, 1.0, 2.0)
+    op(good, "a", 0, 1.5, Outcome.CLEAN_ERROR)
+    op(unclean, "a", 0, 1.5, bad)
+    op(late, "a", 0, 9.0, Outcome.CLEAN_ERROR)
+    check = v.failed_requests_are_clean(within_s=3)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, unclean) is v.Status.FAIL and bad.value in check(unclean).message
+    assert status(check, late) is v.Status.FAIL
+    probed = History()
+    fault(probed, 1.0, 2.0)
+    op(probed, "p", 2.1, 7.1, bad, phase="probe")  # the rig's own short patience: recovers judges it
+    assert status(v.failed_requests_are_clean(), probed) is v.Status.NOT_AT_STAKE  # the probe alone: nothing judged
+    assert status(v.failed_requests_are_clean(phase=Phase.PROBE), probed) is v.Status.FAIL  # asked for
+
+
+def test_a_stream_its_client_hung_up_on_is_not_a_failure():
+    h = History()
+    fault(h, 1.0, 2.0)
+    op(h, "a", 0, 1.5, Outcome.HUNG_UP)
+    op(h, "b", 0, 1.5, Outcome.CLEAN_ERROR)
+    judged = v.failed_requests_are_clean()(h)
+    assert judged.status is v.Status.PASS and judged.evidence.values["failures"] == 1
+
+
+def test_outcomes_in():
+    check = v.outcomes_in({Outcome.TRUNCATED, Outcome.CLIENT_TIMEOUT})
+    good, bad = History(), History()
+    op(good, "a", 0, 1, Outcome.TRUNCATED)
+    op(bad, "a", 0, 1, Outcome.STALLED)
+    assert status(check, good) is v.Status.PASS
+    assert status(check, bad) is v.Status.FAIL and "stalled" in check(bad).message
+
+
+@pytest.mark.parametrize(
+    ("stream", "outcome", "status", "finish", "reply", "agrees"),
+    [
+        (False, Outcome.CLEAN_ERROR, 500, "", "", True),  # an error status: the body's error agrees
+        (False, Outcome.CLEAN_ERROR, 200, "", "", False),  # an error body under a 200
+        (False, Outcome.CLEAN_ERROR, 200, "abort", "", True),  # SGLang's graceful abort says so
+        (True, Outcome.CLEAN_ERROR, 200, "", "", True),  # a stream fails by an event after its 200
+        (False, Outcome.OK, 200, "length", "", False),  # a success with no content, tokens counted
+        (False, Outcome.OK, 200, "length", "text", True),
+    ],
+)
+def test_status_agrees_with_body(stream, outcome, status, finish, reply, agrees):
+    h = History()
+    h.append(Invoke(0.0, 0.0, "a", "/v1/chat/completions", stream, max_tokens=2))
+    h.append(
+        Complete(
+            1.0, 0.0, "a", outcome, status, "boom" if outcome is not Outcome.OK else "", reply, 5, 2, finish=finish
+        )
+    )
+    judged = v.status_agrees_with_body()(h)
+    assert judged.status is (v.Status.PASS if agrees else v.Status.FAIL), judged.message
+
+
+def _streamed_through_a_kill(outcome: Outcome, last_chunk_t: float, action: str = "kill") -> History:
+    """A stream begun at 0.2 s; decode SIGKILLed (or told to abort everything) at 1.0 s,
+    verified gone (or the abort acknowledged) at 1.1 s."""
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "f#1", Stage.INJECT, f"{action} decode", implicates=("decode",), action=action))
+    h.append(FaultEvent(1.1, 0.0, "f#1", Stage.VERIFIED, f"{action} decode", implicates=("decode",), action=action))
+    h.append(Invoke(0.0, 0.0, "s", "/v1/chat/completions", True))
+    t = 0.2
+    while t <= last_chunk_t:
+        h.append(Chunk(t, "s", 10))
+        t += 0.1
+    h.append(Complete(last_chunk_t + 0.01, 0.0, "s", outcome, 200, "", "text", 5, 8, first_byte_t=0.2))
+    return h
+
+
+@pytest.mark.parametrize(
+    ("action", "outcome", "last_chunk_t", "hidden"),
+    [
+        ("kill", Outcome.OK, 3.0, True),  # bytes long after decode was gone, and a plain success
+        ("kill", Outcome.CLEAN_ERROR, 3.0, False),  # smg told the client: nothing hidden
+        ("kill", Outcome.OK, 1.2, False),  # the last bytes were already on their way
+        ("abort_all", Outcome.OK, 3.0, True),  # decode acknowledged the abort, the stream went on to succeed
+        ("abort_all", Outcome.OK, 2.0, False),  # within a scheduler pass of the acknowledgement
+        ("abort_all", Outcome.CLEAN_ERROR, 3.0, False),  # ended with finish_reason abort
+        ("freeze", Outcome.OK, 3.0, False),  # a frozen decode ends nothing: not at stake
+    ],
+)
+def test_a_stream_decode_was_serving_does_not_outlive_its_kill(action, outcome, last_chunk_t, hidden):
+    judged = v.no_hidden_fault(service="decode")(_streamed_through_a_kill(outcome, last_chunk_t, action))
+    if action == "freeze":
+        assert judged.status is v.Status.NOT_AT_STAKE
+        return
+    assert judged.status is (v.Status.FAIL if hidden else v.Status.PASS), judged.message
+
+
+def test_no_hidden_fault_without_a_kill_is_not_at_stake():
+    h = History()
+    op(h, "a", 0, 1.0)
+    assert v.no_hidden_fault(service="decode")(h).status is v.Status.NOT_AT_STAKE
+
+
+@pytest.mark.parametrize(
+    ("action", "outcome", "first_byte_t", "verdict"),
+    [
+        ("terminate", Outcome.OK, 0.2, v.Status.PASS),  # drained: the open stream finished
+        ("terminate", Outcome.TRUNCATED, 0.2, v.Status.FAIL),  # cut by the SIGTERM
+        ("terminate", Outcome.CLEAN_ERROR, 0.2, v.Status.FAIL),  # an error event is still a stream not drained
+        ("terminate", Outcome.HUNG_UP, 0.2, v.Status.PASS),  # the client's own hang-up
+        ("terminate", Outcome.CLEAN_ERROR, 1.5, v.Status.NOT_AT_STAKE),  # begun after the SIGTERM: may be refused
+        ("kill", Outcome.TRUNCATED, 0.2, v.Status.NOT_AT_STAKE),  # a SIGKILL drains nothing: not judged
+    ],
+)
+def test_a_stream_open_at_a_sigterm_finishes(action, outcome, first_byte_t, verdict):
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "f#1", Stage.INJECT, f"{action} decode", implicates=("decode",), action=action))
+    h.append(FaultEvent(1.1, 0.0, "f#1", Stage.VERIFIED, f"{action} decode", implicates=("decode",), action=action))
+    h.append(Invoke(0.0, 0.0, "s", "/v1/chat/completions", True))
+    h.append(Complete(3.0, 0.0, "s", outcome, 200, "", "text", 5, 8, first_byte_t=first_byte_t))
+    judged = v.sigterm_drains()(h)
+    assert judged.status is verdict, judged.message
+
+
+def test_unservable_turned_away():
+    def sent(*ends: tuple[float | None, Outcome]) -> History:
+        h = History()
+        for i, (t1, outcome) in enumerate(ends):
+            h.append(Invoke(0.0, 0.0, f"u{i}", "/v1/chat/completions", False, workload="background#3"))
+            if t1 is not None:
+                h.append(Complete(t1, 0.0, f"u{i}", outcome, 400 if outcome is not Outcome.OK else 200, "too long"))
+        op(h, "other", 0, 30.0, Outcome.CLIENT_TIMEOUT, error="another workload's, not judged")
+        return h
+
+    check = v.unservable_turned_away(within_s=3.5, workload="background#3")
+    assert status(check, sent((0.7, Outcome.CLEAN_ERROR))) is v.Status.PASS
+    slow = check(sent((0.7, Outcome.CLEAN_ERROR), (9.0, Outcome.CLEAN_ERROR)))
+    assert slow.status is v.Status.FAIL and slow.evidence.ops == ("u1",), slow.message
+    assert status(check, sent((1.0, Outcome.OK))) is v.Status.FAIL  # served a prompt over the context
+    assert status(check, sent((None, Outcome.OK))) is v.Status.FAIL  # never ended
+    assert status(v.unservable_turned_away(within_s=3.5, workload="background#9"), sent()) is v.Status.NOT_AT_STAKE

@@ -1,0 +1,152 @@
+"""The suites' own verdicts (declared next to their scenarios): each check passes on a good
+history and fails (or is unknown) on a crafted bad one, histories written by hand."""
+
+from __future__ import annotations
+
+from chaos import verdicts as v
+from chaos.observe.growth import Limit
+from chaos.observe.history import (
+    Chunk,
+    Complete,
+    History,
+    Invoke,
+    LogEvent,
+    Outcome,
+    Phase,
+)
+from chaos.observe.logs import parse_engine_line
+from chaos.observe.pipeline import Metric
+from suites.test_circuit_breaker import statuses_in
+from suites.test_decode_radix_cache import conversations_finish, prefix_reused
+from suites.test_neighbour_stall import stream_gaps_at_most
+from suites.test_overload import gauge_reached, queued_for, refused_within, served_or_refused
+from suites.test_proxy_wedge import stuck_before_router
+from suites.test_retry_amplification import amplification_at_most, requests_retried
+from suites.test_soak import does_not_grow
+from tests.judge.histories import fault, op, series, soak_history, status
+
+
+def test_stuck_before_router():
+    check = stuck_before_router(router_counter="reqs")
+    before, after = History(), History()
+    for h, inside in ((before, 10), (after, 12)):
+        fault(h, 1.0, 3.0)
+        op(h, "a", 1.5, 2.5, Outcome.CLIENT_TIMEOUT)
+        series(h, "router", "reqs", [(0.5, 9), (1.3, 10), (2.0, inside), (2.9, inside)])
+    assert status(check, before) is v.Status.PASS
+    assert status(check, after) is v.Status.FAIL
+
+
+def test_statuses_in():
+    refused, charged = History(), History()
+    for h, status_code in ((refused, 400), (charged, 500)):
+        h.append(Invoke(0.0, 0.0, "a", "/v1/chat/completions", False, phase=Phase.FAULT))
+        h.append(Complete(0.5, 0.0, "a", Outcome.CLEAN_ERROR, status_code, "too long"))
+    check = statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error")
+    assert status(check, refused) is v.Status.PASS
+    assert status(check, charged) is v.Status.FAIL and "got 500" in check(charged).message
+    assert status(check, History()) is v.Status.NOT_AT_STAKE
+
+
+def test_stream_gaps_at_most():
+    flowing, stalled = History(), History()
+    for h, gap in ((flowing, 0.1), (stalled, 3.0)):
+        op(h, "s", 0.0, 5.0, phase="fault")
+        for t in (1.0, 1.1, 1.1 + gap, 1.2 + gap):
+            h.append(Chunk(t, "s", 10))
+    check = stream_gaps_at_most(1.5, phase=Phase.FAULT, why="test")
+    assert status(check, flowing) is v.Status.PASS
+    assert status(check, stalled) is v.Status.FAIL and "3.00s without a chunk" in check(stalled).message
+    assert status(check, History()) is v.Status.NOT_AT_STAKE
+
+
+def test_does_not_grow():
+    fds = Limit(Metric("procs", "open_fds:decode"), 8, unit=" fds")
+    check = does_not_grow([fds])
+    flat = soak_history([(t, 14.0 + (t % 2)) for t in range(0, 40, 2)])  # noise, no trend
+    leaking = soak_history([(t, 14.0 + t) for t in range(0, 40, 2)])  # one descriptor a second
+    short = soak_history([(0, 14.0), (2, 14.0)])
+    assert status(check, flat) is v.Status.PASS and "fds/h" in check(flat).message
+    assert status(check, leaking) is v.Status.FAIL and "open_fds:decode +3.6e+03 fds/h" in check(leaking).message
+    assert status(check, short) is v.Status.UNKNOWN
+
+
+def _received(h: History, op: str, *rids: str, service: str = "prefill") -> None:
+    for rid in rids:
+        line = f"2026-12-02 00:00:00.000 INFO {service} event=req rid={rid} state=received xrid={op}"
+        h.append(LogEvent(1.0, service, line, op=op, fields=parse_engine_line(line)))
+
+
+def test_amplification_at_most():
+    within, over, unseen = History(), History(), History()
+    for h in (within, over, unseen):
+        op(h, "a", 0, 1.0, Outcome.CLEAN_ERROR, phase="fault")
+        op(h, "b", 0, 1.0, Outcome.CLEAN_ERROR, phase="fault")
+    _received(within, "a", "r1", "r2", "r3")
+    _received(within, "b", "r4")
+    _received(over, "a", *(f"r{i}" for i in range(7)))
+    _received(unseen, "a", "d1", service="decode")
+    check = amplification_at_most(5, phase=Phase.FAULT)
+    assert (
+        status(check, within) is v.Status.PASS
+        and "amplification 2.00 mean, 3 worst over 2 requests (budget 5)" in check(within).message
+    )
+    assert status(check, over) is v.Status.FAIL and "a x7" in check(over).message
+    assert status(check, unseen) is v.Status.UNKNOWN
+    assert status(requests_retried(phase=Phase.FAULT, why="x"), within) is v.Status.PASS
+    once = History()
+    op(once, "a", 0, 1.0, phase="fault")
+    _received(once, "a", "r1")
+    assert status(requests_retried(phase=Phase.FAULT, why="x"), once) is v.Status.UNMET
+
+
+def _answered(h: History, name: str, t0: float, t1: float, code: int, outcome: Outcome) -> None:
+    h.append(Invoke(t0, 0.0, name, "/v1/chat/completions", False, phase=Phase.FAULT))
+    h.append(Complete(t1, 0.0, name, outcome, code, "" if code == 200 else "shed"))
+
+
+def test_served_or_refused_and_refused_within():
+    shed, failed, late = History(), History(), History()
+    for h in (shed, failed, late):
+        _answered(h, "a", 0.0, 2.0, 200, Outcome.OK)
+    _answered(shed, "b", 0.0, 0.1, 429, Outcome.CLEAN_ERROR)
+    _answered(failed, "b", 0.0, 0.1, 503, Outcome.CLEAN_ERROR)
+    _answered(late, "b", 0.0, 9.0, 429, Outcome.CLEAN_ERROR)
+    served = served_or_refused(429, phase=Phase.FAULT)
+    assert status(served, shed) is v.Status.PASS and "1 served, 1 refused" in served(shed).message
+    assert status(served, failed) is v.Status.FAIL and "got 503" in served(failed).message
+    assert status(served, History()) is v.Status.NOT_AT_STAKE
+    prompt = refused_within(429, 3.0, phase=Phase.FAULT)
+    assert status(prompt, shed) is v.Status.PASS
+    assert status(prompt, late) is v.Status.FAIL and "after 9.00s" in prompt(late).message
+    assert status(prompt, failed) is v.Status.NOT_AT_STAKE  # nothing was refused with 429: nothing to judge
+
+
+def test_queued_for_and_gauge_reached():
+    queue = Metric("decode", "prealloc")
+    held, broken = History(), History()
+    series(held, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 5), (6.0, 1), (6.5, 0)])
+    series(
+        broken, "decode", "prealloc", [(0.0, 0), (1.0, 3), (3.0, 0), (4.0, 5), (6.5, 0)]
+    )  # single samples, a break between
+    check = queued_for(queue, 4.5, why="no overload")
+    assert status(check, held) is v.Status.PASS and "5.00s" in check(held).message
+    assert status(check, broken) is v.Status.UNMET and "0.00s at most" in check(broken).message
+    assert status(check, History()) is v.Status.UNMET
+    assert status(gauge_reached(queue, 5, why="full"), held) is v.Status.PASS
+    assert status(gauge_reached(queue, 6, why="full"), held) is v.Status.UNMET
+
+
+def test_prefix_reused_and_conversations_finish():
+    h = History()
+    for rnd, outcome in enumerate((Outcome.OK, Outcome.CLEAN_ERROR, Outcome.OK)):
+        op(h, f"o{rnd}", rnd, rnd + 0.5, outcome, phase="fault", agent="agent0", rnd=min(rnd, 1))
+    h.append(LogEvent(0.2, "decode", "", op="o0", fields={"rid": "r0", "state": "finished", "cached_tokens": "0"}))
+    premise = prefix_reused("decode", phase=Phase.FAULT, why="cold")
+    assert status(premise, h) is v.Status.UNMET
+    h.append(LogEvent(2.2, "decode", "", op="o2", fields={"rid": "r2", "state": "finished", "cached_tokens": "40"}))
+    assert status(premise, h) is v.Status.PASS and "up to 40 tokens" in premise(h).message
+    assert status(conversations_finish(2, phase=Phase.FAULT), h) is v.Status.PASS  # round 1 answered on its retry
+    short = conversations_finish(3, phase=Phase.FAULT)
+    assert status(short, h) is v.Status.FAIL and "round(s) [2]" in short(h).message
+    assert status(short, History()) is v.Status.NOT_AT_STAKE
