@@ -33,7 +33,7 @@ from chaos.observe.pipeline import (
     PREFILL_TRANSFER_FAILED,
     ROUTER_INFLIGHT,
 )
-from chaos.observe.triggers import gauge
+from chaos.observe.triggers import gauge, requests_failed
 from chaos.targets.base import Capability
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
@@ -202,7 +202,10 @@ def test_decode_killed_while_idle_then_restarted_under_load(scenario, workload, 
         v.replies_match_baseline(),
     )
 
-    with faults.kill("decode"):  # no traffic: an idle kill
+    # no traffic: an idle kill. Decode stays down until a client has seen a failure (smg's
+    # own retries may outlast a quick restart, and then no failure's timing was tried: seen
+    # once in the kill matrix's clean run, 9 attempts charged and every request served)
+    with faults.kill("decode", until=requests_failed(scenario.history), hold_s=bounds.recovery_s):
         convo = workload.conversations(agents=3, rounds=2, deadlines=deadlines, **retries(bounds)).start()
         faults.wait(gauge("router", "smg_router_request_errors_total") > 0, deadline_s=bounds.recovery_s)
     convo.join()  # decode is back: retried rounds must now succeed

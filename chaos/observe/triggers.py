@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
 
 from chaos.errors import TriggerTimeout
-from chaos.observe.history import History, Phase, TriggerFired
+from chaos.observe.history import History, Outcome, Phase, TriggerFired
 from chaos.observe.logs import parse_engine_line
 from chaos.observe.sampler import Sampler
 
@@ -30,6 +30,7 @@ __all__ = [
     "quiet",
     "received",
     "requests_done",
+    "requests_failed",
     "requests_sent",
     "streams_begun",
     "wait_for",
@@ -176,13 +177,23 @@ def received(history: History, service: str, log: Callable[[], str], since: int)
 
 def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Condition:
     """Holds once ``n`` requests (of ``phase``) have completed successfully: "between rounds"."""
-    from chaos.observe.history import Outcome
 
     def check(_: Sampler, __: float) -> tuple[bool, str]:
         done = sum(1 for o in history.ops(phase=phase) if o.outcome is Outcome.OK)
         return done >= n, f"{done} done"
 
     return Condition(f"{n} requests done" + (f" in phase {phase}" if phase else ""), check)
+
+
+def requests_failed(history: History, n: int = 1, *, phase: Phase | None = None) -> Condition:
+    """Holds once ``n`` requests (of ``phase``) have ended in anything but success: a fault
+    a client has seen, not only one the router retried behind its back."""
+
+    def check(_: Sampler, __: float) -> tuple[bool, str]:
+        failed = sum(1 for o in history.ops(phase=phase) if o.outcome not in (None, Outcome.OK))
+        return failed >= n, f"{failed} failed"
+
+    return Condition(f"{n} requests failed" + (f" in phase {phase}" if phase else ""), check)
 
 
 def poll_for(
