@@ -4,6 +4,7 @@ the flake rate.
     .venv/bin/python bench/flake.py 5                 # the suites on the embedded stack
     .venv/bin/python bench/flake.py 5 --tests         # the project's tests as `make test` runs them
     .venv/bin/python bench/flake.py 3 --target sglang-cpu
+    .venv/bin/python bench/flake.py 5 --workers 2     # the suites on two xdist workers
 
 Each run is its own pytest process with its own stacks; a test that fails or errors in any
 run is listed with its count and first verdict or rig error. An xfail or skip is expected.
@@ -71,8 +72,14 @@ def main() -> int:
         help="run the project's tests as `make test` does (two workers) instead of the suites",
     )
     ap.add_argument("--target", default="embedded", help="the suites' target (default embedded)")
+    ap.add_argument("--workers", type=int, default=0, help="the suites on this many xdist workers (default: serial)")
     args = ap.parse_args()
-    what = ["tests", "-n", "2", "--dist", "loadgroup"] if args.tests else [args.suites, f"--target={args.target}"]
+    workers = ["-n", str(args.workers)] if args.workers else []
+    what = (
+        ["tests", "-n", "2", "--dist", "loadgroup"]
+        if args.tests
+        else [args.suites, f"--target={args.target}", *workers]
+    )
     failures: Counter[str] = Counter()
     first: dict[str, str] = {}
     walls = []
