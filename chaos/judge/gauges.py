@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Iterable, Sequence
 
 from chaos.judge.clock import Since, start
@@ -120,12 +121,13 @@ def sources_agree(
             if not said or not live:
                 continue
             readings += len(said)
+            times = [u for u, _ in live]  # samples come in time order
             for t, value in said:
-                near = [v for u, v in live if abs(u - t) <= within_s]
+                near = [v for _, v in live[bisect_left(times, t - within_s) : bisect_right(times, t + within_s)]]
                 stake += value > 0 or any(v > 0 for v in near)
                 if value in near:
                     continue
-                kind = "stale" if any(v == value for u, v in live if u < t) else "unread"
+                kind = "stale" if any(v == value for _, v in live[: bisect_left(times, t)]) else "unread"
                 kinds.add(kind)
                 figure = f"{source}:{name}"
                 disagreed[figure] = disagreed.get(figure, 0) + 1

@@ -133,9 +133,11 @@ def twin(name: str) -> str:
 def merged(pages: list[dict[str, float]]) -> dict[str, float]:
     """One sample's values from its pages in order (``/metrics``, then ``/v1/loads``): a
     later page's figure wins, and what the first page said of it is kept as its ``twin``."""
-    values = dict(pages[0]) if pages else {}
+    if not pages:
+        return {}
+    first, values = pages[0], dict(pages[0])
     for page in pages[1:]:
-        values |= {twin(name): values[name] for name in page if name in values and name in pages[0]}
+        values |= {twin(name): first[name] for name in page if name in first}
         values |= page
     return values
 

@@ -175,25 +175,25 @@ def received(history: History, service: str, log: Callable[[], str], since: int)
     return Condition(f"{service} received a request", check)
 
 
-def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Condition:
-    """Holds once ``n`` requests (of ``phase``) have completed successfully: "between rounds"."""
+def _requests_ended(history: History, n: int, phase: Phase | None, *, ok: bool, what: str) -> Condition:
+    """Holds once ``n`` requests (of ``phase``) have ended, in success (``ok``) or not."""
 
     def check(_: Sampler, __: float) -> tuple[bool, str]:
-        done = sum(1 for o in history.ops(phase=phase) if o.outcome is Outcome.OK)
-        return done >= n, f"{done} done"
+        ended = sum(1 for o in history.ops(phase=phase) if o.outcome is not None and (o.outcome is Outcome.OK) is ok)
+        return ended >= n, f"{ended} {what}"
 
-    return Condition(f"{n} requests done" + (f" in phase {phase}" if phase else ""), check)
+    return Condition(f"{n} requests {what}" + (f" in phase {phase}" if phase else ""), check)
+
+
+def requests_done(history: History, n: int, *, phase: Phase | None = None) -> Condition:
+    """Holds once ``n`` requests (of ``phase``) have completed successfully: "between rounds"."""
+    return _requests_ended(history, n, phase, ok=True, what="done")
 
 
 def requests_failed(history: History, n: int = 1, *, phase: Phase | None = None) -> Condition:
     """Holds once ``n`` requests (of ``phase``) have ended in anything but success: a fault
     a client has seen, not only one the router retried behind its back."""
-
-    def check(_: Sampler, __: float) -> tuple[bool, str]:
-        failed = sum(1 for o in history.ops(phase=phase) if o.outcome not in (None, Outcome.OK))
-        return failed >= n, f"{failed} failed"
-
-    return Condition(f"{n} requests failed" + (f" in phase {phase}" if phase else ""), check)
+    return _requests_ended(history, n, phase, ok=False, what="failed")
 
 
 def poll_for(
