@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from chaos.judge.clock import Since, start
@@ -97,61 +98,109 @@ COUNTED: dict[str, tuple[str, ...]] = {
 PAGES_APART_S = 0.5
 
 
+def _passed_through(live: Sequence[tuple[float, float]], i: int, value: float) -> bool:
+    """Whether the live count may have read ``value`` while its sample's ``/metrics`` was
+    fetched: that fetch falls between the previous sample's ``/v1/loads`` (``live[i - 1]``)
+    and its own (``live[i]``), and a count moving from one to the other passes what lies
+    between (three requests of 322 tokens arriving: 0, then 322 on /metrics, then 966)."""
+    if not 0 < i < len(live):
+        return False
+    before, after = live[i - 1][1], live[i][1]
+    return min(before, after) <= value <= max(before, after)
+
+
+@dataclass
+class _Figure:
+    """One count's readings on both pages, judged reading by reading."""
+
+    stake: int = 0  # readings where either page said more than 0
+    apart: list[tuple[float, float, list[float]] | None] = field(default_factory=list)  # per reading
+
+    def lasting(self) -> list[tuple[float, float, list[float]]]:
+        """The disagreements that outlast one sample (a neighbouring reading disagrees too)."""
+        a = self.apart
+        return [
+            r
+            for i, r in enumerate(a)
+            if r is not None and ((i > 0 and a[i - 1] is not None) or (i + 1 < len(a) and a[i + 1] is not None))
+        ]
+
+
+def _figure(live: Sequence[tuple[float, float]], said: Sequence[tuple[float, float]], within_s: float) -> _Figure:
+    figure = _Figure()
+    times = [u for u, _ in live]  # samples come in time order
+    for t, value in said:
+        near = [v for _, v in live[bisect_left(times, t - within_s) : bisect_right(times, t + within_s)]]
+        figure.stake += value > 0 or any(v > 0 for v in near)
+        agrees = value in near or _passed_through(live, bisect_left(times, t), value)
+        figure.apart.append(None if agrees else (t, value, near))
+    return figure
+
+
 @verdict(lambda within_s=PAGES_APART_S, **_: f"sources_agree(within={within_s:g}s)")
 def sources_agree(
     h: History, *, engines: Sequence[str] = ("prefill", "decode"), within_s: float = PAGES_APART_S
 ) -> Finding:
     """Each engine's two pages agree on every count both report (``COUNTED``): each value
     its ``/metrics`` read, its ``/v1/loads`` (the live count the other verdicts judge) read
-    too, within ``within_s`` of it. A disagreement is *stale* where ``/v1/loads`` had read
-    that value before (a page refreshed less often than the live count: SGLang's
-    ``/metrics``, a known issue), *unread* where it never had: one page reports a count the
-    other never showed, so one of them lies, and a monitor reading it sees a stuck engine as
-    idle or an idle one as busy. At stake: the readings where either page said more than 0
-    (zeros on both pages of an idle engine say nothing). Unknown without a reading of both."""
+    too, within ``within_s`` of it, or lies between the two ``/v1/loads`` readings its fetch
+    fell between (a count on the move). A disagreement that outlasts one sample fails; a
+    lone one (a *blip*: a request that came and went between two reads of the live count,
+    which the rig cannot tell from a lie that short) is counted in the evidence only. A
+    disagreement is *stale* where ``/v1/loads`` had read that value before (a page
+    refreshed less often than the live count: SGLang's ``/metrics``, a known issue),
+    *unread* where it never had: one page reports a count the other never showed, so one
+    of them lies, and a monitor reading it sees a stuck engine as idle or an idle one as
+    busy. At stake: the readings where either page said more than 0 (zeros on both pages of
+    an idle engine say nothing). Unknown without a reading of both."""
     readings = stake = 0
     disagreed: dict[str, int] = {}
+    blips: dict[str, int] = {}
     kinds: set[str] = set()
     examples: list[str] = []
     first: list[float] = []
     for source in engines:
         for name in COUNTED.get(source, ()):
-            live = h.series(source, name)
-            said = h.series(source, twin(name))
+            live, said = h.series(source, name), h.series(source, twin(name))
             if not said or not live:
                 continue
-            readings += len(said)
-            times = [u for u, _ in live]  # samples come in time order
-            for t, value in said:
-                near = [v for _, v in live[bisect_left(times, t - within_s) : bisect_right(times, t + within_s)]]
-                stake += value > 0 or any(v > 0 for v in near)
-                if value in near:
-                    continue
-                kind = "stale" if any(v == value for _, v in live[: bisect_left(times, t)]) else "unread"
-                kinds.add(kind)
-                figure = f"{source}:{name}"
-                disagreed[figure] = disagreed.get(figure, 0) + 1
-                if disagreed[figure] == 1:
-                    first.append(t)
-                    examples.append(
-                        f"{figure} /metrics {value:g} at {t:.2f}s, /v1/loads {sorted(set(near)) or 'none'} ({kind})"
-                    )
+            figure, key = _figure(live, said, within_s), f"{source}:{name}"
+            readings, stake = readings + len(said), stake + figure.stake
+            lasting = figure.lasting()
+            if lone := sum(r is not None for r in figure.apart) - len(lasting):
+                blips[key] = lone
+            if not lasting:
+                continue
+            times = [u for u, _ in live]
+            kind_of = {
+                t: "stale" if v in [w for _, w in live[: bisect_left(times, t)]] else "unread" for t, v, _ in lasting
+            }
+            kinds |= set(kind_of.values())
+            disagreed[key] = len(lasting)
+            t, value, near = lasting[0]
+            first.append(t)
+            examples.append(
+                f"{key} /metrics {value:g} at {t:.2f}s, /v1/loads {sorted(set(near)) or 'none'} ({kind_of[t]})"
+            )
     if not readings:
         return unknown("no sample holds both pages of a count (/metrics and /v1/loads)")
     if disagreed:
         return failed(
-            f"{sum(disagreed.values())} of {readings} /metrics readings disagreed with /v1/loads: "
-            + "; ".join(examples),
+            f"{sum(disagreed.values())} of {readings} /metrics readings disagreed with /v1/loads for more than "
+            "a sample: " + "; ".join(examples),
             at=first,
             disagreed=disagreed,
             figures=sorted(disagreed),
             kinds=sorted(kinds),
+            blips=blips,
             readings=readings,
             bound_s=within_s,
         )
     return passed(
-        f"{readings} /metrics readings agreed with /v1/loads, {stake} of them above 0",
+        f"{readings} /metrics readings agreed with /v1/loads, {stake} of them above 0"
+        + (f", {sum(blips.values())} lone blips" if blips else ""),
         stake=stake,
         readings=readings,
+        blips=blips,
         bound_s=within_s,
     )

@@ -56,24 +56,55 @@ def _pages(h: History, source: str, name: str, points: list[tuple[float, float, 
 
 def test_two_pages_of_one_count_are_held_to_each_other():
     """``sources_agree``: what /metrics says of a count, /v1/loads said too within half a
-    second. A /metrics reading that repeats an older live value is stale (SGLang's /metrics,
-    refreshed per logged batch); one /v1/loads never showed is unread: one page lies."""
+    second, for more than one sample. A /metrics reading that repeats an older live value
+    is stale (SGLang's /metrics, refreshed per logged batch); one /v1/loads never showed is
+    unread: one page lies."""
     check = v.sources_agree(engines=["decode"])
     name = "num_decode_transfer_queue_reqs"
     agree, stale, lie, idle = History(), History(), History(), History()
     _pages(agree, "decode", name, [(0.0, 0, 0), (0.1, 3, 0), (0.2, 3, 3), (0.3, 0, 3), (0.4, 0, 0)])
-    _pages(stale, "decode", name, [(0.0, 0, 0), (0.1, 3, 0), (1.0, 3, 0), (2.0, 0, 0)])
+    _pages(stale, "decode", name, [(0.0, 0, 0), (0.1, 3, 0), (1.0, 3, 0), (1.1, 3, 0), (2.0, 0, 0)])
     _pages(lie, "decode", name, [(0.0, 0, 0), (0.1, 0, 3), (1.0, 0, 3), (2.0, 0, 0)])
     _pages(idle, "decode", name, [(0.0, 0, 0), (1.0, 0, 0)])
     assert check(agree).status is v.Status.PASS and check(agree).evidence.values["readings"] == 5
     held = check(stale)
     assert held.status is v.Status.FAIL and held.evidence.values["kinds"] == ["stale"]
-    assert held.evidence.values["disagreed"] == {f"decode:{name}": 1}  # 0 at 1.0s: live read 3 all around
+    assert held.evidence.values["disagreed"] == {f"decode:{name}": 2}  # 0 at 1.0 and 1.1s: live read 3 all around
     assert held.evidence.values["figures"] == [f"decode:{name}"]  # what a known issue's evidence names
     lied = check(lie)
     assert lied.status is v.Status.FAIL and lied.evidence.values["kinds"] == ["unread"]
     assert check(idle).status is v.Status.NOT_AT_STAKE
     assert check(History()).status is v.Status.UNKNOWN
+
+
+def test_a_count_read_on_the_move_agrees_only_within_its_bracket():
+    """The /metrics of a sample is fetched after the previous sample's /v1/loads and
+    before its own: three requests of 322 tokens arriving in between can show 322 there
+    (CI of 2026-12-06, compose: 0, 322, 966), never 1000 or a value after the move."""
+    check = v.sources_agree(engines=["prefill"])
+    name = "num_used_tokens"
+    moving, beyond, late = History(), History(), History()
+    _pages(moving, "prefill", name, [(0.0, 0, 0), (0.1, 966, 322), (0.2, 966, 966)])
+    _pages(beyond, "prefill", name, [(0.0, 0, 0), (0.1, 966, 1000), (0.2, 966, 1000), (0.3, 966, 966)])
+    _pages(late, "prefill", name, [(0.0, 0, 0), (0.1, 966, 966), (0.2, 966, 322), (0.3, 966, 322), (0.9, 966, 966)])
+    assert check(moving).status is v.Status.PASS and check(moving).evidence.values["blips"] == {}
+    assert check(beyond).status is v.Status.FAIL and check(beyond).evidence.values["kinds"] == ["unread"]
+    assert check(late).status is v.Status.FAIL  # 322 after the count had settled at 966
+
+
+def test_a_lone_disagreement_is_a_blip_not_a_lie():
+    """A request that comes and goes between two reads of the live count shows on /metrics
+    alone (kill matrix of 2026-12-06: 12 tokens on prefill's /metrics, 0 on /v1/loads before
+    and after): counted as a blip; the same reading twice in a row is a lie."""
+    check = v.sources_agree(engines=["prefill"])
+    name = "num_used_tokens"
+    blip, twice = History(), History()
+    _pages(blip, "prefill", name, [(0.0, 0, 0), (0.1, 0, 12), (0.2, 0, 0), (0.3, 5, 5)])
+    _pages(twice, "prefill", name, [(0.0, 0, 0), (0.1, 0, 12), (0.2, 0, 12), (0.3, 5, 5)])
+    passed = check(blip)
+    assert passed.status is v.Status.PASS and passed.evidence.values["blips"] == {f"prefill:{name}": 1}
+    lied = check(twice)
+    assert lied.status is v.Status.FAIL and lied.evidence.values["disagreed"] == {f"prefill:{name}": 2}
 
 
 def test_no_leak_since_the_last_fault_counts_from_the_fault_that_struck():
