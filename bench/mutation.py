@@ -79,7 +79,7 @@ def reach_judges() -> None:
             methods = [methods[0], *(m.with_changes(decorators=[]) for m in methods[1:])]
         return declarations, methods, assignments, names
 
-    file_mutation.MutationVisitor._skip_node_and_children = skip_unless_judge  # type: ignore[method-assign]
+    file_mutation.MutationVisitor._skip_node_and_children = skip_unless_judge
     file_mutation.function_trampoline_arrangement = arrange_bare_copies
 
 

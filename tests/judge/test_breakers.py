@@ -40,3 +40,16 @@ def test_charged_only_where_struck():
     assert status(check, client) is v.Status.FAIL and "no engine" in check(client).message
     assert status(check, restarted) is v.Status.FAIL and "2 failure(s) to prefill's" in check(restarted).message
     assert status(check, History()) is v.Status.UNKNOWN
+
+
+def test_charges_are_read_from_the_router_alone_and_counted_from_the_last_reading():
+    """A breaker at 1 failure that reaches 3 was charged 2; an engine's sample that happens
+    to carry a figure of the same name is not smg's."""
+    check = v.charged_only_where_struck({"prefill": "P", "decode": "D"})
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "kill#1", Stage.INJECT, "SIGKILL decode", implicates=("decode",)))
+    for t, p in ((0.5, 1), (1.5, 3), (2.5, 3)):
+        _charges(h, t, p, 0)
+    h.append(Sample(2.0, "prefill", {"smg_worker_cb_outcomes_total:P": 0.0}))
+    found = check(h)
+    assert found.status is v.Status.FAIL and found.evidence.values["charged"] == {"prefill": 2.0, "decode": 0.0}

@@ -35,3 +35,12 @@ def test_two_conversations_in_one_phase_each_have_their_own_agent0():
             h.append(Complete(rnd + 0.5, 0.0, name, Outcome.OK, 200, "", "r", n, 2))
     judged = v.context_grows()(h)
     assert judged.status is v.Status.PASS and judged.evidence.values["conversations"] == 2, judged.message
+
+
+def test_a_failed_round_is_not_a_round_and_an_equal_prompt_did_not_grow():
+    h = History()
+    for rnd, prompt, outcome in ((0, 10, Outcome.OK), (1, None, Outcome.CLEAN_ERROR), (2, 20, Outcome.OK)):
+        op(h, f"r{rnd}", rnd, rnd + 0.5, outcome, agent="agent0", rnd=rnd, prompt=prompt)
+    assert v.context_grows()(h).status is v.Status.PASS
+    op(h, "r3", 3.0, 3.5, agent="agent0", rnd=3, prompt=20)
+    assert v.context_grows()(h).status is v.Status.FAIL

@@ -38,3 +38,10 @@ def test_the_documented_new_verdict_runs_and_judges():
     judged = check(slow)
     assert judged.status is v.Status.FAIL and judged.evidence.ops == ("a",) and judged.evidence.values["worst_s"] == 2.5
     assert status(check, none) is v.Status.NOT_AT_STAKE
+
+
+def test_each_declared_check_is_listed_with_its_role_and_module():
+    from chaos.judge.declare import DECLARED
+
+    assert DECLARED["no_leak"] == (v.Role.VERDICT, "chaos.judge.gauges")
+    assert DECLARED["open_at_fault"] == (v.Role.PREMISE, "chaos.judge.premises")

@@ -130,3 +130,92 @@ def test_no_leak_without_a_sample_before_the_fault_is_unknown():
     series(h, "decode", "num_decode_transfer_queue_reqs", [(1.5, 3.0), (2.5, 0.0), (3.0, 0.0)])
     check = v.no_leak(gauges=[("decode", "num_decode_transfer_queue_reqs")], within_s=2.0)
     assert status(check, h) is v.Status.UNKNOWN and "no sample before the fault" in check(h).message
+
+
+def test_each_gauge_is_judged_whatever_the_one_before_it_lacked():
+    """A gauge with no sample before the fault leaves the verdict blind there, not on the
+    gauges after it: a leak of the next one still fails."""
+    h = History()
+    fault(h, 1.0, 2.0)
+    series(h, "decode", "num_used_tokens", [(1.5, 9.0), (3.0, 9.0)])  # no baseline
+    series(h, "decode", "num_running_reqs", [(0.5, 0.0), (1.5, 2.0), (3.0, 2.0)])
+    found = v.no_leak(gauges=[("decode", "num_used_tokens"), ("decode", "num_running_reqs")], within_s=2.0)(h)
+    assert found.status is v.Status.FAIL and found.evidence.values["held"] == ["decode:num_running_reqs"]
+
+
+def test_a_fault_never_healed_leaves_the_leak_unknown():
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "kill#1", Stage.INJECT, "SIGKILL decode"))
+    series(h, "decode", "num_running_reqs", [(0.5, 0.0), (3.0, 0.0)])
+    assert v.no_leak(gauges=[("decode", "num_running_reqs")], within_s=2.0)(h).status is v.Status.UNKNOWN
+
+
+def test_every_count_of_every_engine_is_held_to_its_twin():
+    """A count read on one page only says nothing; the counts after it are still judged,
+    and each disagreement keeps its kind (one stale, one unread)."""
+    h = History()
+    for t, (used, said_used), (queue, said_queue) in (
+        (0.0, (0, 0), (0, 0)),
+        (1.0, (5, 5), (3, 0)),
+        (1.1, (5, 5), (3, 0)),
+        (1.2, (5, 5), (3, 0)),
+        (2.0, (5, 9), (0, 0)),
+        (2.1, (5, 9), (0, 0)),
+    ):
+        live: dict[str, float] = {
+            "num_running_reqs": 1.0,
+            "num_used_tokens": used,
+            "num_decode_transfer_queue_reqs": queue,
+        }
+        said: dict[str, float] = {"num_used_tokens": said_used, "num_decode_transfer_queue_reqs": said_queue}
+        h.append(Sample(t, "decode", merged([said, live])))  # num_running_reqs on /v1/loads alone
+    found = v.sources_agree(engines=["decode"])(h)
+    assert found.evidence.values["figures"] == ["decode:num_decode_transfer_queue_reqs", "decode:num_used_tokens"]
+    assert found.evidence.values["kinds"] == ["stale", "unread"]
+
+
+def test_a_count_that_moves_near_a_reading_puts_it_at_stake():
+    """Zeros on both pages say nothing unless the count was above 0 near them."""
+    h = History()
+    _pages(h, "decode", "num_decode_transfer_queue_reqs", [(0.0, 0, 0), (0.1, 1, 1), (2.0, 0, 0)])
+    found = v.sources_agree(engines=["decode"])(h)
+    assert found.status is v.Status.PASS and found.evidence.values["at_stake"] == 2
+
+
+def test_a_page_read_alone_is_no_reading_of_both():
+    h = History()
+    h.append(Sample(0.0, "decode", {"num_used_tokens@metrics": 4.0}))
+    h.append(Sample(0.1, "decode", {"num_used_tokens@metrics": 4.0}))
+    assert v.sources_agree(engines=["decode"])(h).status is v.Status.UNKNOWN
+
+
+def test_the_first_reading_has_no_bracket_to_agree_within():
+    """The first sample's /metrics was read before any /v1/loads: only an equal live value
+    within the window matches it, never the last sample's."""
+    h = History()
+    _pages(h, "decode", "num_used_tokens", [(0.0, 0, 7), (0.1, 0, 7), (1.0, 7, 7)])
+    assert v.sources_agree(engines=["decode"])(h).status is v.Status.FAIL
+
+
+def test_a_gauge_silent_in_the_window_leaves_the_next_one_judged():
+    h = History()
+    fault(h, 1.0, 2.0)
+    series(h, "decode", "num_used_tokens", [(0.5, 0.0)])  # no sample in the window
+    series(h, "decode", "num_running_reqs", [(0.5, 0.0), (1.5, 2.0), (3.0, 2.0)])
+    found = v.no_leak(gauges=[("decode", "num_used_tokens"), ("decode", "num_running_reqs")], within_s=2.0)(h)
+    assert found.status is v.Status.FAIL and found.evidence.values["held"] == ["decode:num_running_reqs"]
+
+
+def test_a_count_that_agrees_leaves_the_next_one_judged():
+    h = History()
+    for t, queue in ((0.0, 0), (1.0, 3), (1.1, 3), (1.2, 3), (2.0, 0)):
+        live = {"num_used_tokens": 5.0, "num_decode_transfer_queue_reqs": float(queue)}
+        h.append(Sample(t, "decode", merged([{"num_used_tokens": 5.0, "num_decode_transfer_queue_reqs": 0.0}, live])))
+    found = v.sources_agree(engines=["decode"])(h)
+    assert found.status is v.Status.FAIL and found.evidence.values["figures"] == [
+        "decode:num_decode_transfer_queue_reqs"
+    ]
+
+
+def test_an_engine_with_no_counts_of_its_own_gives_no_reading():
+    assert v.sources_agree(engines=["router"])(History()).status is v.Status.UNKNOWN

@@ -10,6 +10,7 @@ from chaos.observe.history import (
     Phase,
     Sample,
 )
+from chaos.observe.sampler import HEALTH
 from tests.judge.histories import fault, op, series, status
 
 
@@ -48,3 +49,24 @@ def test_not_ready_before_gone():
     assert status(check, graceful) is v.Status.PASS and "no answer from +2.00s" in check(graceful).message
     assert status(check, abrupt) is v.Status.FAIL and "never saying" in check(abrupt).message
     assert status(check, unseen) is v.Status.UNKNOWN
+
+
+def test_health_tells_truth_reads_the_latest_probe_before_each_end():
+    """/health said 200, then 503 from 1.5 s: a failure at 2 s came while it said so, and is
+    no lie; a probe at the failure's own instant counts as before it."""
+    h = History()
+    series(h, HEALTH, "decode", [(0.5, 0.0), (1.0, 1.0), (1.5, 0.0), (2.5, 1.0)])
+    op(h, "a", 0.2, 2.0, Outcome.CLEAN_ERROR, phase="fault")
+    op(h, "b", 0.3, 2.5, Outcome.CLEAN_ERROR, phase="fault")
+    found = v.health_tells_truth("decode", phase=Phase.FAULT)(h)
+    assert found.status is v.Status.FAIL and found.evidence.ops == ("b",)
+
+
+def test_only_readiness_probes_after_the_fault_count():
+    """Another source's sample after the fault is no probe: the engine never went unready."""
+    h = History()
+    fault(h, 1.0, 3.0)
+    series(h, HEALTH, "decode", [(0.5, 0.0), (1.5, 1.0)])
+    h.append(Sample(2.0, "decode", {"decode": 0.0}))
+    h.append(Sample(2.5, HEALTH, {}))
+    assert v.not_ready_before_gone("decode")(h).status is v.Status.FAIL

@@ -62,3 +62,15 @@ def test_the_heartbeats_soonest_give_up_counts_its_misses():
     assert b.heartbeat_no_sooner_s(0.0) == 2.0
     assert replace(b, heartbeat_interval_s=0.5).heartbeat_no_sooner_s(0.0) == 2.0  # SGLang floors the interval
     assert replace(b, heartbeat_max_failure=3).heartbeat_no_sooner_s(1.0) == 4.0 + 3.0
+
+
+def test_only_a_heal_on_decode_s_word_counts_as_giving_up():
+    """A heal the hold ran out (another trigger) is not decode giving its prefill up."""
+    from chaos.observe.history import HEAL_ONCE
+    from chaos.observe.pipeline import PREFILL_LOST
+
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "packet#1", Stage.INJECT, "blackhole kv"))
+    h.append(TriggerFired(4.0, f"{HEAL_ONCE} hold ran out", "timeout"))
+    h.append(TriggerFired(5.0, f"other {PREFILL_LOST}", "seen"))
+    assert v.decode_gives_prefill_up(held=1)(h).status is v.Status.FAIL

@@ -50,3 +50,13 @@ def test_a_bound_over_measures_names_each_figure():
     assert late.status is v.Status.FAIL and late.evidence.ops == ("b",)
     assert late.evidence.values == {"over": 1, "of": 2, "worst_s": 2.0, "bound_s": 1.0}, late.evidence
     assert late.message.startswith("1 of 2 streams stalled: b (/v1/chat/completions, t=0.00s): 2.00s without")
+
+
+def test_evidence_as_json_is_plain_data_in_a_stable_order():
+    """Sets of mixed kinds sort by their text; what JSON cannot hold is written as text."""
+    from pathlib import Path
+
+    from chaos.judge.model import jsonable
+
+    assert jsonable({3, "a", 10}) == [10, 3, "a"]
+    assert jsonable(Path("/tmp/x")) == "/tmp/x"

@@ -54,3 +54,9 @@ def test_an_unmet_premise_keeps_when_the_fault_struck_and_what_it_met():
     }, judged.evidence
     with pytest.raises(PremiseNotMet):
         v.require(h, v.requests_affected(phase=Phase.FAULT, why="t"))
+
+
+def test_a_fault_that_met_no_request_is_no_premise_met():
+    h = History()
+    fault(h, 1.0, 2.0)
+    assert v.open_at_fault(phase=Phase.FAULT, why="decode had them")(h).status is v.Status.UNMET

@@ -60,3 +60,18 @@ def test_recovers_from_when_a_held_engine_answers_again():
     assert status(check, never_back) is v.Status.FAIL and "never answered 200" in check(never_back).message
     assert status(check, unwatched) is v.Status.UNKNOWN
     assert status(v.recovers(within_s=5), caught_up) is v.Status.FAIL  # from the heal itself: 12 s
+
+
+def test_each_heal_is_judged_by_the_requests_before_the_next_injection():
+    """A request sent during the second fault, or at its very injection, says nothing of
+    the recovery from the first."""
+    from chaos.observe.history import FaultEvent, Stage
+
+    h = History()
+    for t, stage in ((1.0, Stage.INJECT), (2.0, Stage.HEALED), (3.0, Stage.INJECT), (4.0, Stage.HEALED)):
+        h.append(FaultEvent(t, 0.0, f"f#{int(t + 1) // 2}", stage, "SIGKILL decode"))
+    op(h, "at_inject", 3.0, 3.25)
+    op(h, "during", 3.5, 3.75)
+    op(h, "after", 4.25, 4.5)
+    found = v.recovers_after_each_heal(within_s=5.0)(h)
+    assert found.status is v.Status.UNKNOWN and found.evidence.at == (2.0,)

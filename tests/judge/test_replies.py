@@ -64,3 +64,31 @@ def test_finish_reasons_unjudged_without_token_counts_are_unknown_not_passed():
     op(h, "a", 0, 1.0)  # no max_tokens recorded
     assert v.finish_reasons_tell_the_truth()(h).status is v.Status.UNKNOWN
     assert v.finish_reasons_tell_the_truth()(History()).status is v.Status.UNKNOWN
+
+
+def test_a_reply_without_a_count_is_not_judged_by_its_finish():
+    h = History()
+    h.append(Invoke(1.0, 0.0, "a", "/v1/chat/completions", True, max_tokens=8, ignore_eos=True))
+    h.append(Complete(2.0, 0.0, "a", Outcome.OK, 200, "", "r", 8, None, 1.5, "stop"))
+    h.append(Invoke(1.0, 0.0, "b", "/v1/chat/completions", True, max_tokens=8, ignore_eos=True))
+    h.append(Complete(2.0, 0.0, "b", Outcome.OK, 200, "", "r", 8, 8, 1.5, "length"))
+    found = v.finish_reasons_tell_the_truth()(h)
+    assert found.status is v.Status.PASS and found.evidence.values["at_stake"] == 1
+
+
+def test_a_failed_request_is_not_held_to_its_baseline_and_a_short_reply_differs_at_its_end():
+    h = History()
+    op(h, "base", 0.0, 0.5, reply="abcd", context="c1", phase="baseline")
+    op(h, "failed", 1.0, 1.5, Outcome.CLEAN_ERROR, reply="", context="c1", phase="fault")
+    assert v.replies_match_baseline()(h).status is v.Status.UNKNOWN  # no success shares the context
+    op(h, "short", 2.0, 2.5, reply="abc", context="c1", phase="after")
+    found = v.replies_match_baseline()(h)
+    assert found.status is v.Status.FAIL and found.evidence.ops == ("short",)
+    assert found.evidence.values["first_difference_at"] == [3]
+
+
+def test_a_stop_at_max_tokens_under_ignore_eos_is_no_lie():
+    h = History()
+    h.append(Invoke(1.0, 0.0, "a", "/v1/chat/completions", True, max_tokens=8, ignore_eos=True))
+    h.append(Complete(2.0, 0.0, "a", Outcome.OK, 200, "", "r", 8, 8, 1.5, "stop"))
+    assert v.finish_reasons_tell_the_truth()(h).status is v.Status.PASS

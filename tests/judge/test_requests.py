@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
+from chaos.judge.requests import IN_FLIGHT_S
 from chaos.observe.history import (
     Chunk,
     Complete,
@@ -170,3 +171,61 @@ def test_unservable_turned_away():
     assert status(check, sent((1.0, Outcome.OK))) is v.Status.FAIL  # served a prompt over the context
     assert status(check, sent((None, Outcome.OK))) is v.Status.FAIL  # never ended
     assert status(v.unservable_turned_away(within_s=3.5, workload="background#9"), sent()) is v.Status.NOT_AT_STAKE
+
+
+def test_a_kill_counts_from_its_verification_and_on_its_own_service():
+    """Gone at 1.1 s (verified), not at the heal; a kill has no scheduler pass to wait out;
+    a kill of prefill says nothing of decode's streams."""
+    late = _streamed_through_a_kill(Outcome.OK, 1.1 + IN_FLIGHT_S + 0.2)
+    late.append(FaultEvent(9.0, 0.0, "f#1", Stage.HEALED, "kill decode", implicates=("decode",), action="kill"))
+    assert v.no_hidden_fault(service="decode")(late).status is v.Status.FAIL
+    prefill = History()
+    for stage, t in ((Stage.INJECT, 1.0), (Stage.VERIFIED, 1.1)):
+        prefill.append(FaultEvent(t, 0.0, "f#1", stage, "kill prefill", implicates=("prefill",), action="kill"))
+    assert v.no_hidden_fault(service="decode")(prefill).status is v.Status.NOT_AT_STAKE
+
+
+def test_outcomes_in_counts_each_outcome_it_allowed():
+    h = History()
+    fault(h, 1.0, 2.0)
+    for name in ("a", "b"):
+        op(h, name, 0.5, 1.5, Outcome.CLEAN_ERROR)
+    found = v.outcomes_in({Outcome.OK, Outcome.CLEAN_ERROR})(h)
+    assert found.status is v.Status.PASS and found.evidence.values["failures"] == {"clean_error": 2}
+
+
+def test_an_error_body_disagrees_only_with_a_2xx_and_one_token_is_a_claim():
+    """An error body under 299 is a contradiction, under 300 it is not; an empty 200 that
+    claims one token disagrees with its body."""
+    for status_code, outcome, reply, tokens, agrees in (
+        (299, Outcome.CLEAN_ERROR, "", 0, False),
+        (300, Outcome.CLEAN_ERROR, "", 0, True),
+        (200, Outcome.OK, "", 1, False),
+    ):
+        h = History()
+        h.append(Invoke(1.0, 0.0, "a", "/v1/chat/completions", False))
+        h.append(Complete(2.0, 0.0, "a", outcome, status_code, "boom", reply, 8, tokens))
+        assert (v.status_agrees_with_body()(h).status is v.Status.PASS) is agrees, status_code
+
+
+def test_a_kill_strikes_from_its_injection_not_its_verification():
+    """A stream whose first byte came between the kill and its verification had not begun
+    when decode was struck: nothing of it is judged."""
+    h = History()
+    h.append(FaultEvent(1.0, 0.0, "f#1", Stage.INJECT, "kill decode", implicates=("decode",), action="kill"))
+    h.append(FaultEvent(1.1, 0.0, "f#1", Stage.VERIFIED, "kill decode", implicates=("decode",), action="kill"))
+    h.append(Invoke(0.0, 0.0, "s", "/v1/chat/completions", True))
+    h.append(Chunk(3.0, "s", 10))
+    h.append(Complete(3.01, 0.0, "s", Outcome.OK, 200, "", "text", 5, 8, first_byte_t=1.05))
+    found = v.no_hidden_fault(service="decode")(h)
+    assert found.status is v.Status.NOT_AT_STAKE
+
+
+def test_a_bound_on_failures_puts_the_failures_at_stake_of_all_judged():
+    h = History()
+    fault(h, 0.5, 9.0)
+    op(h, "ok", 1.0, 1.5)
+    op(h, "failed", 1.0, 2.0, Outcome.CLEAN_ERROR, error="500")
+    found = v.failed_requests_are_clean(within_s=3.0, since=v.Since.FAULT)(h)
+    assert found.status is v.Status.PASS
+    assert (found.evidence.values["at_stake"], found.evidence.values["requests"]) == (1, 2)
