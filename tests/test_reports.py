@@ -7,7 +7,7 @@ import json
 
 from chaos.clients.client import Deadlines
 from chaos.observe.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Stage
-from chaos.observe.logs import LogCursor, capture_logs, parse_engine_line
+from chaos.observe.logs import LogCursor, capture_logs, parse_engine_line, parse_router_line
 from chaos.reports import render_timeline, where_stuck
 from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
 
@@ -20,7 +20,8 @@ def _op(h: History, op: str, outcome: Outcome | None, t1: float = 5.0) -> None:
 
 def _log(h: History, op: str, service: str, state: str, t: float) -> None:
     if service == "router":
-        h.append(LogEvent(t, service, f"request_id={op} {state} processing request", op=op, fields={"request_id": op}))
+        line = f"request_id={op} {state} processing request"
+        h.append(LogEvent(t, service, line, op=op, fields=parse_router_line(line)))
     else:
         line = f"event=req rid=r-{op}-{service} state={state}"
         h.append(LogEvent(t, service, line, op=op, fields=parse_engine_line(line)))
@@ -219,3 +220,19 @@ def test_a_failed_tests_logs_are_kept_whole_from_its_start_and_an_unreadable_one
     assert (tmp_path / "logs" / "prefill.log").read_text() == "during\n"
     assert (tmp_path / "logs" / "decode.log").read_text() == "ew\n"
     assert "router's log could not be read: OSError: container gone" in (tmp_path / "logs" / "router.log").read_text()
+
+
+_SMG = (
+    '2026-12-06 07:18:36  INFO http_request{method=POST path=/v1/chat/completions version=HTTP/1.1 module="smg" '
+    'request_id="op9"}: smg::request: model_gateway/src/middleware/logging.rs:170: '
+)
+
+
+def test_a_router_line_reads_as_its_request_and_what_smg_did_with_it():
+    """smg 1.13.0's own lines, parsed once at capture: the stuck table and the doctor read
+    ``state``, never the words."""
+    started = parse_router_line(_SMG + "started processing request")
+    assert (started["request_id"], started["state"]) == ("op9", "started") and float(started["ts"]) > 0
+    assert parse_router_line(_SMG + "finished processing request status=200")["state"] == "finished"
+    assert "state" not in parse_router_line(_SMG + "routing to worker")
+    assert parse_router_line("2026-12-06 07:18:36  INFO no request here") == {}

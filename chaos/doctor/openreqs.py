@@ -1,8 +1,8 @@
 """Request ids started and not finished, per hop, from the router's and engines' logs.
 
-Router (smg): ``started processing request`` / ``finished processing request`` lines with
-``request_id``. Engines: pdsim's logfmt (see pdsim/reqlog.py) ``event=req rid=... state=``
-lines, or real SGLang's ``Receive:``/``Finish:`` lines (``--log-requests``), read alike by
+Router (smg): the lines ``parse_router_line`` reads as a request ``started`` or ``finished``
+(smg's "started processing request" / "finished processing request"). Engines: pdsim's
+logfmt (see pdsim/reqlog.py) ``event=req rid=... state=`` lines, or real SGLang's ``Receive:``/``Finish:`` lines (``--log-requests``), read alike by
 ``parse_engine_line``; a request is open while its last state is not terminal, and an
 engine restart closes everything the old process held. SGLang's lines say only that an
 engine received a request, so its open requests count at "<engine>, stage not logged";
@@ -20,13 +20,14 @@ __all__ = ["open_requests"]
 def _router_open(text: str, since: float) -> dict[str, list[str]]:
     started: dict[str, float] = {}
     for raw in text.splitlines():
-        line = strip_ansi(raw)
-        rid, wall = parse_router_line(line)
+        fields = parse_router_line(strip_ansi(raw))
+        rid, state = fields.get("request_id"), fields.get("state")
+        wall = float(fields.get("ts", since))
         if rid is None:
             continue
-        if "started processing request" in line and (wall or since) >= since - 1:  # the log has 1 s resolution
-            started[rid] = wall or since
-        elif "finished processing request" in line:
+        if state == "started" and wall >= since - 1:  # the log has 1 s resolution
+            started[rid] = wall
+        elif state == "finished":
             started.pop(rid, None)
     return {"router": sorted(started, key=started.__getitem__)} if started else {}
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Collection
 
 from chaos.explore.schedule import Schedule
-from chaos.judge.backstops import WAITING_TIMEOUT
 from chaos.judge.known import evidence_fits
+from chaos.observe.logs import WAITING_TIMEOUT
 from chaos.run.results import JudgedVerdict
 from chaos.targets.base import Capability
 from chaos.upstream import DEFERRED_KV_RELEASE, DEFERRED_KV_RELEASE_HELD

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Collection
 
-from chaos.judge.backstops import backstop_of
+from chaos.judge.backstops import released_by
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming
@@ -66,12 +66,12 @@ def attempts(h: History, service: str, ops: Collection[str]) -> dict[str, dict[s
 
 def _end(ev: LogEvent | None) -> tuple[str, float | None]:
     """What ended one attempt, as a field: ``served``, ``open``, ``failed``, or the name of
-    the backstop that released it (``chaos.judge.backstops.BACKSTOPS``) with its seconds."""
+    the backstop that released it (``chaos.observe.logs.BACKSTOPS``) with its seconds."""
     if ev is None:
         return OPEN, None
     if ev.fields["state"] == SERVED:
         return "served", None
-    found = backstop_of(ev.line)
+    found = released_by(ev)
     return found if found else ("failed", None)
 
 

@@ -8,44 +8,28 @@ patched SGLang's) prefill's inflight watchdog. A backstop that frees a request t
 path should have freed hides a broken primary path behind a delay: everything is freed in
 the end, each time seconds late, and under load those seconds are the incident.
 
-Both engines say which timeout released a room in the same words, since pdsim copies
-SGLang's: ``Request <room> timed out after 6.0s in KVPoll.WaitingForInput`` (SGLang 0.5.23
-``common/conn.py``, ``_check_bootstrap_timeout`` and ``_check_waiting_timeout``), carried in
-the failed request's log line (pdsim's ``event=req state=failed error=...``; SGLang's
-``Finish:`` line, whose ``finish_reason`` holds the abort's message). A peer told of the
-failure repeats the words, so a backstop is named by what it says, not by who logged it.
+Both engines say which timeout released a room in the same words (SGLang's, which pdsim
+copies); the log capture reads them once into each line's fields (``backstop``,
+``backstop_s``: ``chaos.observe.logs``), so that a backstop is named by what was said, not by
+who logged it, and no verdict parses a line.
 """
 
 from __future__ import annotations
-
-import re
 
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import phase_tag, scope
 from chaos.observe.history import History, LogEvent, Phase
 
-__all__ = ["BACKSTOPS", "WAITING_TIMEOUT", "backstop_of", "backstops_stay_idle"]
-
-_TIMED_OUT = re.compile(r"timed out after ([\d.]+)s in (KVPoll\.\w+|the prefill inflight queue)")
-# SGLang's KVPoll state a room timed out in names its timeout: prefill's bootstrap timeout
-# (decode never sent its KV indices), decode's waiting timeout (the KV never came; it covers
-# Transferring too); pdsim's inflight watchdog says where it watches
-WAITING_TIMEOUT = "waiting timeout"
-BACKSTOPS = {
-    "KVPoll.Bootstrapping": "bootstrap timeout",
-    "KVPoll.WaitingForInput": WAITING_TIMEOUT,
-    "KVPoll.Transferring": WAITING_TIMEOUT,
-    "the prefill inflight queue": "inflight watchdog",
-}
+__all__ = ["backstops_stay_idle", "released_by"]
 
 
-def backstop_of(line: str) -> tuple[str, float] | None:
-    """(which backstop, after how many seconds) when ``line`` says one released a room."""
-    m = _TIMED_OUT.search(line)
-    if m is None:
+def released_by(ev: LogEvent) -> tuple[str, float] | None:
+    """(which backstop, after how many seconds) when a captured line says one released a
+    room (``chaos.observe.logs.backstop_of``, read at capture)."""
+    if "backstop" not in ev.fields:
         return None
-    return BACKSTOPS.get(m.group(2), m.group(2)), float(m.group(1))
+    return ev.fields["backstop"], float(ev.fields["backstop_s"])
 
 
 def _label(phase: Phase | None = None, workload: str | None = None, **_: object) -> str:
@@ -66,7 +50,7 @@ def backstops_stay_idle(h: History, *, phase: Phase | None = None, workload: str
         return unknown(f"the engines logged nothing about the {len(ops)} requests")
     released: dict[tuple[str, str], tuple[LogEvent, float]] = {}  # (op, backstop): its first line, seconds
     for ev in lines:
-        if (found := backstop_of(ev.line)) is not None:
+        if (found := released_by(ev)) is not None:
             released.setdefault((ev.op, found[0]), (ev, found[1]))
     logged = len({ev.op for ev in lines})
     if released:

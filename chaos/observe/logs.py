@@ -8,6 +8,11 @@ forwards the workload's ``x-smg-routing-key: <op>`` header to both engines and S
 (``--log-requests``) logs it as ``routing_key`` on its ``Receive:`` and ``Finish:`` line of
 each request; that is the join there. SGLang logs no stage in between, so its open
 requests read as state ``open``: in the engine, stage unknown.
+
+A line is parsed once, here, into the fields the verdicts, the stuck table and the doctor
+read: a router line's request and whether smg ``started`` or ``finished`` processing it; an
+engine line's request, state and, when a timeout released its room, which ``backstop`` and
+after how many seconds.
 """
 
 from __future__ import annotations
@@ -19,7 +24,17 @@ from typing import Callable
 
 from chaos.observe.history import History, LogEvent
 
-__all__ = ["LogCursor", "capture_logs", "parse_engine_line", "parse_router_line", "save_logs", "strip_ansi"]
+__all__ = [
+    "BACKSTOPS",
+    "WAITING_TIMEOUT",
+    "LogCursor",
+    "backstop_of",
+    "capture_logs",
+    "parse_engine_line",
+    "parse_router_line",
+    "save_logs",
+    "strip_ansi",
+]
 
 SAVED_LOG_BYTES = 4 << 20  # per service: a failed test's whole story, not a soak's hours
 
@@ -34,18 +49,57 @@ _SGLANG_REASON = re.compile(r"'finish_reason': \{'type': '(\w+)'")
 _SGLANG_CACHED = re.compile(r"'cached_tokens': (\d+)")
 _SGLANG_STATE = {"Receive": "open", "Finish": "finished"}
 _SGLANG_START = "server_args="  # the first thing a starting SGLang server logs
+# smg 1.13.0's per-request lines: "started processing request" / "finished processing request"
+_ROUTER_STATE = re.compile(r"\b(started|finished) processing request\b")
+
+# Both engines say which timeout released a room in the same words, since pdsim copies
+# SGLang's: "Request <room> timed out after 6.0s in KVPoll.WaitingForInput" (SGLang 0.5.23
+# common/conn.py, _check_bootstrap_timeout and _check_waiting_timeout), carried in the failed
+# request's line (pdsim's "event=req state=failed error=..."; SGLang's "Finish:" line, whose
+# finish_reason holds the abort's message). A peer told of the failure repeats the words.
+_TIMED_OUT = re.compile(r"timed out after ([\d.]+)s in (KVPoll\.\w+|the prefill inflight queue)")
+# The KVPoll state a room timed out in names its timeout: prefill's bootstrap timeout (decode
+# never sent its KV indices), decode's waiting timeout (the KV never came; it covers
+# Transferring too); pdsim's inflight watchdog says where it watches
+WAITING_TIMEOUT = "waiting timeout"
+BACKSTOPS = {
+    "KVPoll.Bootstrapping": "bootstrap timeout",
+    "KVPoll.WaitingForInput": WAITING_TIMEOUT,
+    "KVPoll.Transferring": WAITING_TIMEOUT,
+    "the prefill inflight queue": "inflight watchdog",
+}
 
 
 def strip_ansi(line: str) -> str:
     return _ANSI.sub("", line)
 
 
-def parse_router_line(line: str) -> tuple[str | None, float | None]:
-    """(request_id, wall time) of an smg log line; its timestamps have 1 s resolution."""
+def parse_router_line(line: str) -> dict[str, str]:
+    """The fields of an smg log line: its ``request_id``, its wall time ``ts`` (1 s
+    resolution) and, on a request's first and last line, ``state`` (``started`` or
+    ``finished`` processing it); empty without a request id."""
     m = _ROUTER_ID.search(line)
-    ts = _ROUTER_TS.match(line)
-    wall = time.mktime(time.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S")) if ts else None
-    return (m.group(1) if m else None), wall
+    if m is None:
+        return {}
+    fields = {"request_id": m.group(1)}
+    if ts := _ROUTER_TS.match(line):
+        fields["ts"] = str(time.mktime(time.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S")))
+    if state := _ROUTER_STATE.search(line):
+        fields["state"] = state.group(1)
+    return fields
+
+
+def backstop_of(line: str) -> tuple[str, float] | None:
+    """(which backstop, after how many seconds) when ``line`` says one released a room."""
+    m = _TIMED_OUT.search(line)
+    if m is None:
+        return None
+    return BACKSTOPS[m.group(2)], float(m.group(1))
+
+
+def _released(line: str) -> dict[str, str]:
+    found = backstop_of(line)
+    return {} if found is None else {"backstop": found[0], "backstop_s": f"{found[1]:g}"}
 
 
 def parse_engine_line(line: str) -> dict[str, str]:
@@ -63,12 +117,15 @@ def parse_engine_line(line: str) -> dict[str, str]:
         reason = _SGLANG_REASON.search(line)
         if reason and reason.group(1) == "abort":
             state = "aborted"
-        fields = {"event": "req", "rid": rid, "state": state, "ts": str(ts)}
+        fields = {"event": "req", "rid": rid, "state": state, "ts": str(ts)} | _released(line)
         key, cached = _SGLANG_KEY.search(line), _SGLANG_CACHED.search(line)
         return fields | ({"xrid": key.group(1)} if key else {}) | ({"cached_tokens": cached.group(1)} if cached else {})
     if _SGLANG_START in line and line.startswith("["):
         return {"event": "engine", "state": "started"}
-    return {k: v.strip('"') for k, v in _KV.findall(line)}
+    fields = {k: v.strip('"') for k, v in _KV.findall(line)}
+    if fields.get("event") == "req":
+        fields |= _released(line)
+    return fields
 
 
 class LogCursor:
@@ -124,11 +181,12 @@ def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
         rid_to_op = cursor.ops[service]
         for line in cursor.new_lines(service):
             if service == "router":
-                rid, wall = parse_router_line(line)
+                fields = parse_router_line(line)
+                rid = fields.get("request_id")
                 if rid is None or rid not in op_ids:
                     continue
-                t = (wall or history.started_wall) - history.started_wall
-                history.append(LogEvent(t, service, line, op=rid, fields={"request_id": rid}))
+                t = float(fields.get("ts", history.started_wall)) - history.started_wall
+                history.append(LogEvent(t, service, line, op=rid, fields=fields))
                 n += 1
                 continue
             fields = parse_engine_line(line)

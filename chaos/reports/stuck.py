@@ -58,9 +58,8 @@ def where_stuck(history: History) -> list[StuckRow]:
         evs = lines.get(
             op.invoke.op, []
         )  # all of it: a leg the engines still hold after the client gave up is where it is stuck
-        router = [e.line for e in evs if e.service == "router"]
-        router_started = any("started processing request" in ln for ln in router)
-        router_finished = any("finished processing request" in ln for ln in router)
+        router = {e.fields.get("state") for e in evs if e.service == "router"}
+        router_started, router_finished = "started" in router, "finished" in router
         stages = _engine_stages(evs)
         ev = [
             f"{svc}: {'ended' if end else 'still'} in {hop} (t={t:.2f}s)"

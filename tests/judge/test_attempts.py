@@ -12,6 +12,7 @@ from chaos.observe.history import (
     Outcome,
     Phase,
 )
+from chaos.observe.logs import parse_engine_line
 from tests.judge.histories import PDSIM_WAITING, fault, op, status
 
 
@@ -52,7 +53,8 @@ def test_an_unclean_failure_says_what_decode_did_with_each_attempt():
     fault(h, 0.5, 30.0)
     op(h, "a", 0.0, 30.0, Outcome.CLIENT_TIMEOUT, error="ReadTimeout")
     for t, rid in ((6.0, "r1"), (12.0, "r2")):
-        h.append(LogEvent(t, "decode", PDSIM_WAITING, op="a", fields={"rid": rid, "state": "failed"}))
+        fields = parse_engine_line(PDSIM_WAITING) | {"rid": rid}
+        h.append(LogEvent(t, "decode", PDSIM_WAITING, op="a", fields=fields))
     h.append(LogEvent(12.5, "decode", "rid=r3 state=running", op="a", fields={"rid": "r3", "state": "running"}))
     judged = v.failed_requests_are_clean()(h)
     assert judged.status is v.Status.FAIL
@@ -75,7 +77,7 @@ def test_what_decode_did_with_each_attempt():
         (4.0, "r3", "finished", "rid=r3 state=finished"),
         (4.5, "r4", "running", "rid=r4 state=running"),
     ):
-        h.append(LogEvent(t, "decode", line, op="a", fields={"rid": rid, "state": state}))
+        h.append(LogEvent(t, "decode", line, op="a", fields=parse_engine_line(line) | {"rid": rid, "state": state}))
     h.append(LogEvent(1.0, "prefill", "rid=p1 state=failed", op="a", fields={"rid": "p1", "state": "failed"}))
     h.append(LogEvent(1.0, "decode", "rid=x state=failed", op="other", fields={"rid": "x", "state": "failed"}))
     h.append(LogEvent(1.0, "decode", "no rid", op="a", fields={"state": "failed"}))

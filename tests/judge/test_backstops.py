@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.judge.backstops import backstop_of
 from chaos.observe.history import (
     Complete,
     History,
@@ -14,7 +13,7 @@ from chaos.observe.history import (
     LogEvent,
     Outcome,
 )
-from chaos.observe.logs import parse_engine_line
+from chaos.observe.logs import backstop_of, parse_engine_line
 from tests.judge.histories import PDSIM_WAITING, op, status
 
 _SGLANG_BOOTSTRAP = (
@@ -47,7 +46,10 @@ _PDSIM_ABORTED = (
     ],
 )
 def test_a_backstop_is_named_by_what_the_release_says(line, released):
+    """Read once, when the line is captured: the verdicts read the fields."""
     assert backstop_of(line) == released
+    fields = parse_engine_line(line)
+    assert (None if "backstop" not in fields else (fields["backstop"], float(fields["backstop_s"]))) == released
 
 
 def _released(lines: dict[str, tuple[str, str]]) -> History:
@@ -62,7 +64,7 @@ def test_backstops_stay_idle():
     by_abort = _released({"a": ("prefill", _PDSIM_ABORTED)})
     assert status(v.backstops_stay_idle(), by_abort) is v.Status.PASS
     by_timeouts = _released({"a": ("prefill", _PDSIM_ABORTED), "b": ("decode", PDSIM_WAITING)})
-    by_timeouts.append(LogEvent(1.6, "prefill", _SGLANG_BOOTSTRAP, op="b"))
+    by_timeouts.append(LogEvent(1.6, "prefill", _SGLANG_BOOTSTRAP, op="b", fields=parse_engine_line(_SGLANG_BOOTSTRAP)))
     judged = v.backstops_stay_idle()(by_timeouts)
     assert judged.status is v.Status.FAIL, judged.message
     assert judged.evidence.ops == ("b",)

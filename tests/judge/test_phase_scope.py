@@ -19,6 +19,7 @@ from chaos import verdicts as v
 from chaos.judge.declare import DECLARED, Check
 from chaos.judge.premises import ended_as, open_at_fault, requests_affected
 from chaos.observe.history import Chunk, Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Phase, Sample, Stage
+from chaos.observe.logs import parse_engine_line
 from chaos.observe.sampler import HEALTH
 
 # Each check of chaos.judge that takes a phase, made for one.
@@ -72,9 +73,9 @@ def _events() -> list[Any]:
     _request(
         events, "f2", 1.7, Phase.FAULT, Complete(2.1, 0.0, "f2", Outcome.TRUNCATED, 200, "cut", "", None, None, 1.8)
     )
-    line = "Request f3 timed out after 6.0s in KVPoll.WaitingForInput"
+    line = 'event=req rid=f3 state=failed error="Request 9 timed out after 6.0s in KVPoll.WaitingForInput"'
     events.append(Invoke(1.8, 0.0, "f3", "/v1/chat/completions", True, phase=Phase.FAULT))
-    events.append(LogEvent(7.9, "decode", line, op="f3", fields={"rid": "f3", "state": "failed"}))
+    events.append(LogEvent(7.9, "decode", line, op="f3", fields=parse_engine_line(line)))
     events.append(Complete(8.0, 0.0, "f3", Outcome.CLEAN_ERROR, 500, line))
     events.append(FaultEvent(9.0, 0.0, "kill#1", Stage.HEALED, "SIGKILL decode"))
     events += [Sample(i / 2, HEALTH, {"decode": 1.0}) for i in range(70)]
