@@ -134,3 +134,12 @@ def test_a_counter_created_at_its_first_increment_rises_from_zero():
     silent = History()  # the engine never answered: nothing is known
     fault(silent, 1.0, 1.5)
     assert status(fired, silent) is v.Status.UNKNOWN
+
+
+def test_a_watchdog_whose_samples_end_too_soon_is_unknown_at_their_end():
+    counter = Metric("prefill", "num_bootstrap_failed_reqs_total")
+    h = History()
+    fault(h, 1.0, 9.0)
+    series(h, "prefill", counter.name, [(0.5, 0.0), (1.5, 0.0), (2.0, 0.0)])
+    found = v.watchdog_fired("bootstrap", counter, timeout_s=2.0, slack_s=1.0)(h)
+    assert found.status is v.Status.UNKNOWN and found.evidence.at == (1.0, 2.0)

@@ -229,3 +229,14 @@ def test_a_bound_on_failures_puts_the_failures_at_stake_of_all_judged():
     found = v.failed_requests_are_clean(within_s=3.0, since=v.Since.FAULT)(h)
     assert found.status is v.Status.PASS
     assert (found.evidence.values["at_stake"], found.evidence.values["requests"]) == (1, 2)
+
+
+def test_a_truncation_after_the_heal_is_not_explained_by_the_fault():
+    """A fault is gone at its heal, not when the rig later verified it: a stream that began
+    between the two and was cut has no fault to blame."""
+    h = History()
+    for t, stage in ((1.0, Stage.INJECT), (2.0, Stage.HEALED), (3.0, Stage.HEAL_VERIFIED)):
+        h.append(FaultEvent(t, 0.0, "kill#1", stage, "SIGKILL decode", implicates=("decode",), action="kill"))
+    h.append(Invoke(2.2, 0.0, "s", "/v1/chat/completions", True))
+    h.append(Complete(2.8, 0.0, "s", Outcome.TRUNCATED, 200, "cut", "", None, None, first_byte_t=2.5))
+    assert v.outcomes_in({Outcome.OK, Outcome.TRUNCATED}, explained=True)(h).status is v.Status.FAIL
