@@ -27,7 +27,6 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 from chaos import verdicts as v
 from chaos.clients.workloads import Workload
 from chaos.errors import RigError
-from chaos.judge.clock import start
 from chaos.observe.growth import CHECKPOINT, Limit
 from chaos.observe.history import History, Phase, TriggerFired
 from chaos.observe.logs import LogCursor, capture_logs
@@ -106,13 +105,7 @@ class Scenario:
             v.failures_reach_the_client(),
         ]
         self.judge(*added, by="settle")
-        # the leak window runs from the quiet moment, which may be long past (a heal through
-        # a stack file's slow commands): sampling beyond its close would only delay the
-        # probe, and recovery is counted from the heal
-        quiet = start(self.history, v.Since.QUIET)
-        closes = (self.history.now() if quiet is None else quiet) + within_s + QUIET_MARGIN_S
-        if (left := closes - self.history.now()) > 0:
-            self.sampler.wait_quiet(gauges, within_s=left)
+        self.sampler.wait_quiet(gauges, within_s=within_s + QUIET_MARGIN_S)
         self.workload.probe_until_ok(within_s=self.bounds.recovery_s)
         return added
 
