@@ -114,9 +114,10 @@ class _Figure:
     """One count's readings on both pages, judged reading by reading."""
 
     stake: int = 0  # readings where either page said more than 0
-    apart: list[tuple[float, float, list[float]] | None] = field(default_factory=list)  # per reading
+    # per reading: None where the pages agree, else (t, /metrics value, live values near, kind)
+    apart: list[tuple[float, float, list[float], str] | None] = field(default_factory=list)
 
-    def lasting(self) -> list[tuple[float, float, list[float]]]:
+    def lasting(self) -> list[tuple[float, float, list[float], str]]:
         """The disagreements that outlast one sample (a neighbouring reading disagrees too)."""
         a = self.apart
         return [
@@ -132,8 +133,11 @@ def _figure(live: Sequence[tuple[float, float]], said: Sequence[tuple[float, flo
     for t, value in said:
         near = [v for _, v in live[bisect_left(times, t - within_s) : bisect_right(times, t + within_s)]]
         figure.stake += value > 0 or any(v > 0 for v in near)
-        agrees = value in near or _passed_through(live, bisect_left(times, t), value)
-        figure.apart.append(None if agrees else (t, value, near))
+        i = bisect_left(times, t)
+        if value in near or _passed_through(live, i, value):
+            figure.apart.append(None)
+        else:  # stale: the live count read it before; unread: it never did
+            figure.apart.append((t, value, near, "stale" if value in [v for _, v in live[:i]] else "unread"))
     return figure
 
 
@@ -171,17 +175,12 @@ def sources_agree(
                 blips[key] = lone
             if not lasting:
                 continue
-            times = [u for u, _ in live]
-            kind_of = {
-                t: "stale" if v in [w for _, w in live[: bisect_left(times, t)]] else "unread" for t, v, _ in lasting
-            }
-            kinds |= set(kind_of.values())
+            kinds |= {kind for *_, kind in lasting}
             disagreed[key] = len(lasting)
-            t, value, near = lasting[0]
+            t, value, near, kind = lasting[0]
             first.append(t)
-            examples.append(
-                f"{key} /metrics {value:g} at {t:.2f}s, /v1/loads {sorted(set(near)) or 'none'} ({kind_of[t]})"
-            )
+            examples.append(f"{key} /metrics {value:g} at {t:.2f}s, /v1/loads {sorted(set(near)) or 'none'} ({kind})")
+
     if not readings:
         return unknown("no sample holds both pages of a count (/metrics and /v1/loads)")
     if disagreed:
