@@ -22,6 +22,7 @@ from chaos.targets.base import Capability
 pytestmark = [pytest.mark.fault("network")]
 
 PREFILL_HOLDS = (Metric("prefill", "num_prefill_inflight_queue_reqs"), Metric("prefill", "num_running_reqs"))
+FROZEN_WITHIN_S = 5.0  # decode is frozen this long after the request at the latest, or the rig fails
 
 
 @pytest.mark.needs("control_link")
@@ -75,7 +76,11 @@ def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
     serves no one), or the watchdog's where there is one; the forward and the slack on top."""
     watchdog = scenario.has(Capability.INFLIGHT_WATCHDOG)
     released = (bounds.inflight_s if watchdog else bounds.waiting_s) + bounds.forward_s + bounds.slack_s
-    lone = Deadlines(read_s=released + bounds.slack_s, total_s=released + bounds.slack_s)
+    # the client stays until the window has closed however late the freeze came: its going
+    # away frees the room on an engine without a watchdog, and must not pass for a release
+    lone = Deadlines(
+        read_s=FROZEN_WITHIN_S + released + bounds.slack_s, total_s=FROZEN_WITHIN_S + released + bounds.slack_s
+    )
     scenario.judge(
         v.every_request_terminal(within_s=lone.ends_within_s),
         v.no_leak(gauges=PREFILL_HOLDS, within_s=released, since=v.Since.LAST_FAULT),
@@ -93,8 +98,10 @@ def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
         ),
     )
     # Frozen inside the transfer: a real engine moves this KV in milliseconds, so the kv link
-    # crawls (faults.transfer_window) until decode is frozen, then heals; the freeze stays
-    # until prefill let go (or the bound passed). Nothing else is sent.
+    # crawls (faults.transfer_window) until decode is frozen, then heals; the freeze comes
+    # once both ends hold the room, decode waiting for its KV and prefill computing or
+    # sending it (a room prefill has yet to take up would fail its handshake instead), and
+    # stays until prefill let go (or the bound passed). Nothing else is sent.
     with contextlib.ExitStack() as frozen, faults.transfer_window():
         request = workload.background(
             [workload.chat("word " * 1500, max_tokens=4)], deadlines=lone
@@ -103,8 +110,9 @@ def test_lone_transfer_to_a_frozen_decode(scenario, workload, faults, bounds):
         frozen.enter_context(
             faults.freeze(
                 "decode",
-                when=gauge(*DECODE_TRANSFER_QUEUE) > 0,
-                deadline_s=5,
+                when=(gauge(*DECODE_TRANSFER_QUEUE) > 0)
+                & ((gauge(*PREFILL_HOLDS[0]) > 0) | (gauge(*PREFILL_HOLDS[1]) > 0)),
+                deadline_s=FROZEN_WITHIN_S,
                 until=quiet(PREFILL_HOLDS),
                 hold_s=released + 1,
             )

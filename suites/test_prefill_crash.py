@@ -6,7 +6,9 @@ Fault model: SIGKILL of prefill while decode waits for KV (triggered by decode's
 queue), SIGSTOP before the requests arrive (so decode waits for KV on any engine, however
 fast), and a restart. Verdicts: decode lets go of the waiting rooms within its
 heartbeat's detection bound (before the waiting timeout could), failures are clean, decode
-picks up the restarted prefill, nothing leaks.
+picks up the restarted prefill, nothing leaks. The KV pages decode set aside for a room
+are judged in the same window as the room: judged only at the settle, after prefill's
+restart (20 to 45 s on a CPU), they would race SGLang's 30 s deferred release.
 
 Which mechanism frees the rooms is the engine's business: pdsim's heartbeat does; behind
 smg 1.13.0, real SGLang's decode is told sooner, because smg aborts both legs as soon as
@@ -20,11 +22,12 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.observe.history import Phase
-from chaos.observe.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
 from chaos.observe.triggers import gauge, quiet
 from chaos.upstream import deferred_kv_release
 
-DECODE_QUEUES = tuple(q for q in ENGINE_QUEUES if q.source == "decode")
+# what decode holds for a room: its place in each queue, and the KV pages set aside for it
+DECODE_HOLDS = tuple(q for q in ENGINE_QUEUES + KV_IN_USE if q.source == "decode")
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]
 
@@ -43,7 +46,7 @@ def test_prefill_killed_while_decode_waits(scenario, workload, faults, bounds):
         v.failed_requests_are_clean(),
         # at the latest, rooms fail after `misses` failed heartbeats, `interval` apart: before the waiting timeout
         v.no_leak(
-            gauges=DECODE_QUEUES,
+            gauges=DECODE_HOLDS,
             within_s=bounds.heartbeat_interval_s * bounds.heartbeat_max_failure + HEARTBEAT_SLACK_S,
             since=v.Since.FAULT,
         ),

@@ -226,6 +226,16 @@ def test_requests_sent_and_a_conjunction_of_conditions(history, sampler):
     assert holds and seen == "2 sent; yes" and (sent & yes).describe == "2 requests sent and always"
 
 
+def test_a_disjunction_of_conditions_holds_when_either_does(history, sampler):
+    """``a | b`` holds when one of them does at the same look, and shows what each saw."""
+    sent = requests_sent(history, 1)
+    no = Condition("never", lambda _s, _t: (False, "no"))
+    assert not (sent | no).check(sampler, 0.0)[0]
+    history.append(Invoke(history.now(), 0.0, "a", "/v1/chat/completions", False))
+    holds, seen = (no | sent).check(sampler, 0.0)
+    assert holds and seen == "no; 1 sent" and (no | sent).describe == "(never or 1 requests sent)"
+
+
 def test_streams_begun_holds_once_an_open_stream_has_bytes(history, sampler):
     """Mid-stream: a stream with bytes and no end yet; one that ended does not count."""
     begun = streams_begun(history, 1)

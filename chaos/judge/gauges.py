@@ -35,7 +35,12 @@ def no_leak(
     """Each gauge returns to its pre-fault baseline (its lowest value before the first
     fault) within ``within_s`` of the last heal (``Since.HEAL``), of the moment the system
     went quiet (``Since.QUIET``), for scenarios whose load goes on after the heal, or of the
-    first fault (``Since.FAULT``), for what must be let go while the fault still lasts."""
+    first fault (``Since.FAULT``), for what must be let go while the fault still lasts.
+
+    A gauge is back only once it has risen above its baseline since the first fault: a
+    reading at the baseline before anything was taken proves nothing was let go (a room
+    that enters prefill's inflight queue 0.1 s after decode froze reads 0 first, then 1 for
+    good). A gauge that never rose held nothing and is not at stake."""
     since = Since(since)
     inject, heal = h.first_fault_t(), h.last_heal_t()
     if inject is None or heal is None:
@@ -43,6 +48,7 @@ def no_leak(
     begun = start(h, since)
     if begun is None:
         return unknown(f"no {since.value} in the history")
+    closes = begun + within_s
     problems, blind, notes = [], [], []
     levels: dict[str, dict[str, float | None]] = {}
     for source, metric in (Metric(*g) for g in gauges):
@@ -52,31 +58,34 @@ def no_leak(
             blind.append(f"{source}:{metric} has no sample before the fault")
             continue
         baseline = min(before)  # the quietest moment before the fault
-        window = [(t, v) for t, v in series if begun <= t <= begun + within_s]
+        window = [(t, v) for t, v in series if begun <= t <= closes]
         if not window:
             blind.append(f"{source}:{metric} has no samples in the window")
             continue
-        back = next((t for t, v in window if v <= baseline), None)
+        rose = next((t for t, v in series if inject <= t <= closes and v > baseline), None)
+        back = None if rose is None else next((t for t, v in window if t > rose and v <= baseline), None)
         levels[f"{source}:{metric}"] = {
             "baseline": baseline,
             "max": max(v for _, v in window),
+            "rose_s": None if rose is None else round(rose - begun, 3),
             "back_s": None if back is None else round(back - begun, 3),
         }
-        if back is None:
+        if rose is None:
+            notes.append(f"{source}:{metric} never rose above {baseline:g}")
+        elif back is None:
             problems.append(
                 f"{source}:{metric} stayed above its baseline {baseline:g} (max {max(v for _, v in window):g}, "
                 f"last {window[-1][1]:g} at +{window[-1][0] - begun:.2f}s)"
             )
         else:
             notes.append(f"{source}:{metric} back to {baseline:g} at +{back - begun:.2f}s")
-    held = sorted(g for g, level in levels.items() if level["back_s"] is None)
+    held = sorted(g for g, level in levels.items() if level["rose_s"] is not None and level["back_s"] is None)
     if problems:
         return failed("; ".join(problems), at=[begun], gauges=levels, held=held, bound_s=within_s)
     if blind:
         return unknown("; ".join(blind), at=[begun], gauges=levels, bound_s=within_s)
-    return passed(
-        "; ".join(notes) or "no gauge to judge", stake=len(levels), at=[begun], gauges=levels, bound_s=within_s
-    )
+    rose_any = sum(level["rose_s"] is not None for level in levels.values())
+    return passed("; ".join(notes) or "no gauge to judge", stake=rose_any, at=[begun], gauges=levels, bound_s=within_s)
 
 
 # The counts an engine reports on both pages under one meaning, and the verdicts judge:

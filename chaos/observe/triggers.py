@@ -53,6 +53,15 @@ class Condition:
 
         return Condition(f"{self.describe} and {other.describe}", check)
 
+    def __or__(self, other: "Condition") -> "Condition":
+        """Either holds at the same look."""
+
+        def check(sampler: Sampler, since: float) -> tuple[bool, str]:
+            (a, seen_a), (b, seen_b) = self.check(sampler, since), other.check(sampler, since)
+            return a or b, f"{seen_a}; {seen_b}"
+
+        return Condition(f"({self.describe} or {other.describe})", check)
+
 
 @dataclass(frozen=True)
 class Signal:

@@ -90,7 +90,7 @@ def test_a_sample_at_the_fault_itself_is_not_the_baseline():
     own instant already shows it."""
     h = History()
     fault(h, 1.0, 3.0)
-    series(h, "decode", "num_running_reqs", [(0.5, 2.0), (1.0, 0.0), (3.0, 2.0), (9.0, 2.0)])
+    series(h, "decode", "num_running_reqs", [(0.5, 2.0), (1.0, 0.0), (2.0, 3.0), (3.0, 2.0), (9.0, 2.0)])
     found = v.no_leak(gauges=[("decode", "num_running_reqs")], within_s=2.0)(h)
     assert (
         found.status is v.Status.PASS and found.evidence.values["gauges"]["decode:num_running_reqs"]["baseline"] == 2.0

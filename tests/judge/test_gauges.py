@@ -219,3 +219,24 @@ def test_a_count_that_agrees_leaves_the_next_one_judged():
 
 def test_an_engine_with_no_counts_of_its_own_gives_no_reading():
     assert v.sources_agree(engines=["router"])(History()).status is v.Status.UNKNOWN
+
+
+def test_a_gauge_not_yet_risen_when_its_window_opens_is_not_back():
+    """A room that enters prefill's inflight queue just after decode froze reads 0 at the
+    window's first sample, then 1 for good: the 0 was before anything was taken, not a
+    release (CI of 2026-12-06 passed this as 'back to 0 at +0.04s')."""
+    h = History()
+    fault(h, 1.0, 12.0)
+    series(h, "prefill", "num_prefill_inflight_queue_reqs", [(0.5, 0.0), (1.04, 0.0), (1.3, 1.0), (9.0, 1.0)])
+    found = v.no_leak(gauges=[("prefill", "num_prefill_inflight_queue_reqs")], within_s=8.0, since=v.Since.FAULT)(h)
+    assert found.status is v.Status.FAIL
+    assert found.evidence.values["held"] == ["prefill:num_prefill_inflight_queue_reqs"]
+
+
+def test_a_gauge_that_never_rose_held_nothing_at_stake():
+    h = History()
+    fault(h, 1.0, 3.0)
+    series(h, "decode", "num_running_reqs", [(0.5, 0.0), (2.0, 0.0), (4.0, 0.0)])
+    found = v.no_leak(gauges=[("decode", "num_running_reqs")], within_s=2.0)(h)
+    assert found.status is v.Status.NOT_AT_STAKE
+    assert "never rose" in found.message
