@@ -1,5 +1,5 @@
 """Mutation testing of the judging code: how many of mutmut's mutants of ``chaos/judge`` do
-its unit tests (``tests/judge/``, ``tests/test_at_stake.py``, ``tests/test_explore.py``) kill? A surviving
+its unit tests (``tests/judge/``, ``tests/explore/test_explore.py``) kill? A surviving
 mutant is a change to a verdict that no test notices: a blind spot of the tests, or code
 that does not matter.
 

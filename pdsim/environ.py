@@ -4,7 +4,7 @@ An ``EnvInt`` is ``int(value)``, so ``"3.0"`` is invalid; an ``EnvFloat`` is
 ``float(value)``. An unset variable gives the default; an invalid one (the empty string
 too) gives the default with SGLang's warning, word for word, so that a rig that writes
 ``"3.0"`` sees its timeout silently become 300 s here exactly as on the real engine.
-``tests/test_conform.py`` holds these against SGLang's own parser.
+``tests/pdsim/test_conform.py`` holds these against SGLang's own parser.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOXIPROXY_VERSION=v2.12.0
-ACTIONLINT_VERSION=v1.7.12  # checks the nightly GPU job's workflow (tests/test_gpu_target.py)
+ACTIONLINT_VERSION=v1.7.12  # checks the nightly GPU job's workflow (tests/targets/test_gpu_target.py)
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

@@ -26,7 +26,7 @@ SHIM = Path(__file__).resolve().parent / "shim"  # sgl_kernel: see shim/sgl_kern
 
 # What a CPU cannot have of a GPU engine's command line, and what it runs instead. This is
 # the one swap between the GPU targets' engines (compose/gpu.yaml) and these: the gpu-on-cpu
-# target runs gpu.yaml's own command lines with it, and tests/test_gpu_line.py shows that it
+# target runs gpu.yaml's own command lines with it, and tests/targets/test_gpu_line.py shows that it
 # changes these fields of SGLang's arguments and no other.
 CPU_SWAP: dict[str, tuple[str, ...]] = {
     "--device": ("cpu",),

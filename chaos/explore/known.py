@@ -106,7 +106,7 @@ KNOWN = (
         "SGLang",
         "0.5.23",
         DEFERRED_KV_RELEASE,
-        "tests/test_sglang_cpu.py::test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout",
+        "tests/targets/test_sglang_cpu.py::test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout",
         DEFERRED_KV_RELEASE_HELD,
         lambda s, v, caps: (
             Capability.FAILED_TRANSFER_FREED_AT_ONCE not in caps

@@ -27,7 +27,7 @@ __all__ = ["DECLARED", "Check", "Window", "premise", "verdict"]
 P = ParamSpec("P")
 
 # Every verdict and premise declared so far, by kind: its role and the module that declares
-# it; what a test walks to hold each one to the same rules (tests/test_at_stake.py)
+# it; what a test walks to hold each one to the same rules (tests/judge/test_at_stake.py)
 DECLARED: dict[str, tuple[Role, str]] = {}
 
 

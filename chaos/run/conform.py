@@ -21,7 +21,7 @@ whether a timing holds), so two stacks can be compared line by line:
   decode runs no batch.
 
 ``INTENDED`` lists the differences that are meant, each with its reason; ``pdchaos
-conform`` and ``tests/test_sglang_cpu.py`` fail on any other.
+conform`` and ``tests/targets/test_sglang_cpu.py`` fail on any other.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from chaos.targets.gpu import GPU_DEFAULT_MODEL
 __all__ = ["DEFAULT_IMAGES", "Check", "Host", "LocalHost", "check_host"]
 
 OK, MISSING, WARNING = "ok", "missing", "warning"
-DEFAULT_IMAGES = {  # compose/gpu.yaml and compose/stack.yaml's defaults (tests/test_gpu_host.py)
+DEFAULT_IMAGES = {  # compose/gpu.yaml and compose/stack.yaml's defaults (tests/targets/test_gpu_host.py)
     "SGLANG_IMAGE": "lmsysorg/sglang:v0.5.23-cu130",
     "SMG_IMAGE": "lightseekorg/smg:1.13.0",
     "TOXIPROXY_IMAGE": "ghcr.io/shopify/toxiproxy:2.12.0",

@@ -32,7 +32,7 @@ from chaos.targets.sglang_cpu import MODEL_NAME, SGLANG_HOME
 from chaos.targets.stack import PortPlan, StackConfig
 from sglang_cpu.launch import CPU_SWAP, ROLE_SWAP, cpu_environment, on_cpu
 from tests.ports import port_base
-from tests.test_gpu_target import needs_compose, needs_sglang_venv
+from tests.targets.test_gpu_target import needs_compose, needs_sglang_venv
 
 pytestmark = [needs_compose, needs_sglang_venv]
 

@@ -168,7 +168,7 @@ def test_doctor_names_a_frozen_real_decode(sglang_stack):
     """The issue's bar for forensics on real code: decode frozen (SIGSTOP of its whole
     process group) with requests on it; doctor must name decode as stuck, not answering."""
     from chaos.doctor import run_doctor
-    from tests.test_doctor import WINDOW_S, Clients, _open_router, _wait_for
+    from tests.doctor.test_doctor import WINDOW_S, Clients, _open_router, _wait_for
 
     waiting = Clients(sglang_stack.info.endpoints["client"], timeout_s=WINDOW_S + 10)
     sglang_stack.freeze("decode")

@@ -2,7 +2,7 @@
 
 Every GPU overlay variant (TCP, RDMA) is rendered by Compose for the stacks a run starts,
 side by side; the router's command line goes through smg's parser (the engines' go through
-SGLang's whole startup, and run, in tests/test_gpu_line.py); no two stacks share a port or a
+SGLang's whole startup, and run, in tests/targets/test_gpu_line.py); no two stacks share a port or a
 GPU. Each check is shown to fail when the defect it guards against comes back.
 """
 
@@ -208,7 +208,7 @@ def test_gpu_overlay_routes_through_smg_and_gives_the_engines_their_transport(va
     """The router's command line, as Compose renders the overlay for a stack, goes through smg
     1.13.0's ``parse_router_args``: PD mode, decode's handshake through Toxiproxy. Each
     engine runs SGLang's launcher with the variant's transfer backend in its entrypoint (the
-    lines themselves go through SGLang's startup in tests/test_gpu_line.py), and only RDMA
+    lines themselves go through SGLang's startup in tests/targets/test_gpu_line.py), and only RDMA
     gets the host's devices."""
     plan = PortPlan(30000)
     services = render(variant, plan.as_env())["services"]

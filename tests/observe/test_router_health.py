@@ -1,6 +1,6 @@
 """The steady state waits out smg's failed health checks: the logic on pages served in turn
 by a small fake (the live case, a check that fails after a freeze's thaw, is
-tests/test_doctor.py's frozen decode followed by any test on its stack)."""
+tests/doctor/test_doctor.py's frozen decode followed by any test on its stack)."""
 
 from __future__ import annotations
 

@@ -114,7 +114,7 @@ def test_decode_radix_cache_is_the_stacks_to_switch(engine, variant):
     not (REPO_ROOT / ".tools" / "sglang" / "model" / ".ready").exists(),
     reason="real SGLang not set up: run `make setup-sglang`",
 )
-@pytest.mark.xdist_group("sglang")  # with tests/test_sglang_cpu.py: one SGLang stack at a time
+@pytest.mark.xdist_group("sglang")  # with tests/targets/test_sglang_cpu.py: one SGLang stack at a time
 def test_real_sglang_in_containers_answers_and_leaves_nothing(engine, pytestconfig, tmp_path):
     """compose-sglang-cpu: the sglang-cpu engines as containers, driven by the compose
     target; a greedy request gets through smg and Toxiproxy; the kv and control links break

@@ -1,7 +1,7 @@
 """pdsim against real SGLang, where both can be asked the same question without a stack:
 how each timeout and switch variable is parsed (SGLang 0.5.23's ``srt/environ.py``, run in the
 sglang-cpu venv, against ``pdsim/environ.py``). What a running engine answers is diffed
-by ``pdchaos conform`` (``tests/test_sglang_cpu.py``)."""
+by ``pdchaos conform`` (``tests/targets/test_sglang_cpu.py``)."""
 
 from __future__ import annotations
 

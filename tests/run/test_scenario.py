@@ -12,7 +12,7 @@ from pathlib import Path
 from chaos.system.procs import run
 from tests.ports import port_base
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 KIT_SUITE = '''
 import pytest
