@@ -544,7 +544,8 @@ class DecodeEngine(Engine):
             log_event("req", rid=req.rid, bootstrap_room=req.room, state="running")
             req.push(Update("tokens"))
             self.note_tokens(now, 1)
-            self._check_finished(req)
+            if not self.cfg.has(Defect.FIRST_TOKEN_FINISH_UNCHECKED):  # prefill's token may end the reply
+                self._check_finished(req)
 
     def _leave_transfer(self, req: Req) -> None:
         self.transfer.remove(req)

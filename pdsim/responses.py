@@ -13,6 +13,7 @@ __all__ = [
     "SSE_DONE",
     "error_body",
     "final_body",
+    "reply_text",
     "sse",
     "stream_abort_event",
     "stream_chunks",
@@ -34,6 +35,17 @@ def _openai_finish(req: Req) -> tuple[str | None, Any]:
     return ("length" if kind == "length" else kind), None
 
 
+def reply_text(req: Req) -> str:
+    """The reply's text as SGLang returns it: a matched stop string, and what follows it,
+    cut off (``DetokenizerManager.trim_matched_stop`` in SGLang 0.5.23, ``no_stop_trim``
+    unset); a matched stop token has no text here."""
+    text = detokenize(req.output_ids)
+    matched = (req.finish or {}).get("matched")
+    if isinstance(matched, str) and (pos := text.find(matched)) >= 0:
+        return text[:pos]
+    return text
+
+
 def _usage(req: Req) -> dict[str, int]:
     n = len(req.output_ids)
     return {"prompt_tokens": req.prompt_tokens, "completion_tokens": n, "total_tokens": req.prompt_tokens + n}
@@ -53,7 +65,7 @@ def _meta(req: Req) -> dict[str, Any]:
 
 def final_body(req: Req) -> dict[str, Any]:
     """The non-stream success body for the request's endpoint."""
-    text = detokenize(req.output_ids)
+    text = reply_text(req)
     if req.endpoint is Endpoint.GENERATE:
         return {"text": text, "output_ids": list(req.output_ids), "meta_info": _meta(req)}
     reason, matched = _openai_finish(req)
@@ -89,7 +101,7 @@ def stream_chunks(req: Req, new_ids: list[int], *, first: bool, final: bool) -> 
     if req.endpoint is Endpoint.GENERATE:
         if not new_ids and not final:
             return []
-        return [sse({"text": detokenize(req.output_ids), "output_ids": list(req.output_ids), "meta_info": _meta(req)})]
+        return [sse({"text": reply_text(req), "output_ids": list(req.output_ids), "meta_info": _meta(req)})]
     chat = req.endpoint is Endpoint.CHAT
     base = {
         "id": req.rid,
@@ -116,6 +128,10 @@ def stream_chunks(req: Req, new_ids: list[int], *, first: bool, final: bool) -> 
         )
     if new_ids:
         text = detokenize(new_ids)
+        if final:  # the last tokens may hold the stop string the reply is cut at
+            sent = detokenize(req.output_ids[: len(req.output_ids) - len(new_ids)])
+            whole = reply_text(req)
+            text = whole[len(sent) :] if whole.startswith(sent) else ""
         choice = {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
         out.append(sse({**base, "choices": [{**choice, "logprobs": None, "finish_reason": None}]}))
     if final:

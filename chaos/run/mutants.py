@@ -96,6 +96,7 @@ KILLERS: dict[str, Killer] = {
     "heartbeat_gives_up_at_first_miss": Killer("suites/test_control_link_heal.py", "decode_gives_prefill_up"),
     "decode_prefix_kv_misplaced": Killer("suites/test_decode_radix_cache.py", "replies_match_baseline"),
     "load_report_omits_transfers": Killer("suites/test_kv_link.py", "sources_agree"),
+    "first_token_finish_unchecked": Killer("suites/test_reply_endings.py", "replies_end_where_asked"),
     "waiting_clock_from_arrival": Killer(
         "suites/test_overload.py::test_queued_requests_are_served_not_timed_out",
         "counter_never_rises",

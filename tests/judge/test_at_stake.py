@@ -26,6 +26,7 @@ from suites.test_decode_radix_cache import conversations_finish
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import refused_within, served_or_refused
 from suites.test_proxy_wedge import stuck_before_router
+from suites.test_reply_endings import Ending, replies_end_where_asked
 from suites.test_retry_amplification import amplification_at_most
 from suites.test_soak import does_not_grow
 
@@ -69,6 +70,7 @@ ROWS: dict[str, Callable[[], v.Check]] = {
     "refused_within": lambda: refused_within(429, 3.0, phase=Phase.AFTER),
     "amplification_at_most": lambda: amplification_at_most(5, phase=Phase.AFTER),
     "conversations_finish": lambda: conversations_finish(2, phase=Phase.AFTER),
+    "replies_end_where_asked": lambda: replies_end_where_asked([Ending("a", "f", "o", "x")], phase=Phase.AFTER),
 }
 
 # What every successful request puts at stake: the verdicts that judge those requests, or
@@ -136,6 +138,7 @@ def test_every_verdict_has_a_row():
     assert len(public) >= 20, public  # the declared verdicts were found at all
     suites_own = {"stuck_before_router", "stream_gaps_at_most", "does_not_grow", "statuses_in"}
     suites_own |= {"served_or_refused", "refused_within", "amplification_at_most", "conversations_finish"}
+    suites_own |= {"replies_end_where_asked"}
     rows = {name.split("(")[0] for name in ROWS}
     assert public <= rows, public - rows
     suites_declared = {name for name, module in verdicts.items() if module.startswith("suites.")}

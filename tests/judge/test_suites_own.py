@@ -21,6 +21,7 @@ from suites.test_decode_radix_cache import conversations_finish, prefix_reused
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import gauge_reached, queued_for, refused_within, served_or_refused
 from suites.test_proxy_wedge import stuck_before_router
+from suites.test_reply_endings import Ending, replies_end_where_asked
 from suites.test_retry_amplification import amplification_at_most, requests_retried
 from suites.test_soak import does_not_grow
 from tests.judge.histories import fault, op, series, soak_history, status
@@ -150,3 +151,43 @@ def test_prefix_reused_and_conversations_finish():
     short = conversations_finish(3, phase=Phase.FAULT)
     assert status(short, h) is v.Status.FAIL and "round(s) [2]" in short(h).message
     assert status(short, History()) is v.Status.NOT_AT_STAKE
+
+
+def _ending(h: History, name: str, context: str, phase: Phase, reply: str, tokens: int, finish: str) -> None:
+    h.append(Invoke(0.1, 0.0, name, "/v1/chat/completions", False, context=context, phase=phase, max_tokens=16))
+    h.append(Complete(0.2, 0.0, name, Outcome.OK, 200, "", reply, 5, tokens, 0.15, finish))
+
+
+def _endings_history(*, first_tokens: int = 1, stopped: str = " ", late: str = " oak elm ", late_tokens: int = 3):
+    """One context: its full reply " oak elm fir" (4 tokens), its first token " oak"; asked
+    again for one token, for the stop "o" (inside the first token) and "fir" (past it)."""
+    h = History()
+    _ending(h, "full", "F", Phase.BASELINE, " oak elm fir", 4, "length")
+    _ending(h, "first", "O", Phase.BASELINE, " oak", first_tokens, "length")
+    _ending(h, "again", "O", Phase.FAULT, " oak", 1, "length")
+    _ending(h, "stop-o", "S1", Phase.FAULT, stopped, 1, "stop")
+    _ending(h, "stop-fir", "S2", Phase.FAULT, late, late_tokens, "stop")
+    return h
+
+
+ENDINGS = [Ending("O", "F", "O", None), Ending("S1", "F", "O", "o"), Ending("S2", "F", "O", "fir")]
+
+
+def test_replies_end_where_asked():
+    check = replies_end_where_asked(ENDINGS)
+    good = check(_endings_history())
+    assert good.status is v.Status.PASS and good.evidence.values["of"] == 4
+    # decode ran past the first token: one token more than asked
+    assert status(check, _endings_history(first_tokens=2)) is v.Status.FAIL
+    # the stop string left in the text (an engine that does not trim it)
+    assert status(check, _endings_history(late=" oak elm fir")) is v.Status.FAIL
+    # the stop inside prefill's token answered with decode's tokens as well
+    assert status(check, _endings_history(stopped=" oak elm")) is v.Status.FAIL
+    # a stop past the first token cannot have ended the reply at its first token
+    assert status(check, _endings_history(late_tokens=1)) is v.Status.FAIL
+
+
+def test_replies_end_where_asked_without_references_is_unknown():
+    h = History()
+    _ending(h, "stop-o", "S1", Phase.FAULT, " ", 1, "stop")
+    assert status(replies_end_where_asked(ENDINGS), h) is v.Status.UNKNOWN

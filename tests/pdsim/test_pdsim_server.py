@@ -70,3 +70,24 @@ def test_an_abort_with_an_empty_rid_matches_nothing_unless_it_says_all():
     assert engine.abort_matching("", False) == 0 and aborted == []
     assert engine.abort_matching("abc", False) == 1 and aborted == ["abc-1"]
     assert engine.abort_matching("", True) == 2 and aborted == ["abc-1", "abc-1", "abd-2"]
+
+
+def test_a_matched_stop_string_is_cut_from_the_reply_streamed_or_not():
+    """As SGLang's ``trim_matched_stop``: the text ends before the stop string, in the body
+    and in the stream's last delta; the token count keeps the token that completed it."""
+    from pdsim.responses import final_body, reply_text, stream_chunks
+
+    req = _req()
+    req.output_ids = [3, 5, 7]
+    words = detokenize(req.output_ids)
+    stop = detokenize([7]).strip()[:2]  # inside the third word
+    req.finish = {"type": "stop", "matched": stop}
+    assert reply_text(req) == words[: words.find(stop)]
+    body = final_body(req)
+    assert body["choices"][0]["message"]["content"] == reply_text(req)
+    assert body["usage"]["completion_tokens"] == 3
+    events = [
+        json.loads(chunk.decode().removeprefix("data: ")) for chunk in stream_chunks(req, [7], first=False, final=True)
+    ]
+    assert events[0]["choices"][0]["delta"]["content"] == reply_text(req)[len(detokenize([3, 5])) :]
+    assert events[-1]["choices"][0]["finish_reason"] == "stop" and events[-1]["choices"][0]["matched_stop"] == stop
