@@ -576,7 +576,8 @@ class DecodeEngine(Engine):
                     continue
                 assert req.digest is not None
                 token = next_token(req.digest, len(req.output_ids), ignore_eos=req.ignore_eos, salt=req.sampling_salt)
-                if token == EOS_ID:
+                if token == EOS_ID:  # counted among the reply's tokens, as SGLang's finished_len does; it has no text
+                    req.output_ids.append(token)
                     req.finish = {"type": "stop", "matched": EOS_ID}
                 else:
                     req.output_ids.append(token)

@@ -126,12 +126,12 @@ def stream_chunks(req: Req, new_ids: list[int], *, first: bool, final: bool) -> 
                 }
             )
         )
-    if new_ids:
-        text = detokenize(new_ids)
-        if final:  # the last tokens may hold the stop string the reply is cut at
-            sent = detokenize(req.output_ids[: len(req.output_ids) - len(new_ids)])
-            whole = reply_text(req)
-            text = whole[len(sent) :] if whole.startswith(sent) else ""
+    text = detokenize(new_ids)
+    if new_ids and final:  # the last tokens may hold the stop string the reply is cut at
+        sent = detokenize(req.output_ids[: len(req.output_ids) - len(new_ids)])
+        whole = reply_text(req)
+        text = whole[len(sent) :] if whole.startswith(sent) else ""
+    if text:  # an end-of-sequence token alone has no text to stream
         choice = {"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text}
         out.append(sse({**base, "choices": [{**choice, "logprobs": None, "finish_reason": None}]}))
     if final:

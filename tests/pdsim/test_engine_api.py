@@ -197,7 +197,8 @@ def test_stop_and_max_tokens(stack):
             },
         ).json()
     assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": words[2]}
-    assert cut["text"].split() == words[:3]
+    # the text ends right before the stop string, as SGLang's trim_matched_stop cuts it
+    assert cut["text"] == full["text"][: full["text"].find(words[2])]
 
 
 def test_extra_fields_from_smg_are_accepted(stack):
@@ -237,3 +238,16 @@ def test_a_room_decode_aborts_mid_forward_leaves_prefills_batch_between_chunks(s
     leg.join(timeout=20)
     step_s = 2048 * 0.001  # one step of the stack's prefill: the longest an aborted room waits
     assert freed_s < step_s + 1.0, f"prefill held the aborted room {freed_s:.1f}s"
+
+
+def test_a_reply_ended_by_its_end_of_sequence_counts_that_token(stack):
+    """As SGLang 0.5.23 (``Req._check_token_based_finish`` sets ``finished_len`` to the
+    matched token's position plus one, and the reply's count is ``output_ids_through_stop``):
+    the end-of-sequence token is counted among the reply's tokens; it has no text."""
+    with _client(stack) as c:
+        ended = c.post(
+            "/generate",
+            json={"text": "an ending", "sampling_params": {"max_new_tokens": 400, "temperature": 0}},
+        ).json()
+    assert ended["meta_info"]["finish_reason"] == {"type": "stop", "matched": 0}, ended["meta_info"]
+    assert ended["meta_info"]["completion_tokens"] == len(ended["text"].split()) + 1
