@@ -4,8 +4,8 @@ Bug class: the incident behind pd-chaos (an agent harness hung after a few round
 misbehaving proxy, with no client timeouts), silent context loss in long conversations,
 and replies mixed up between conversations. Fault model: none (the control), a proxy
 reset between rounds, and latency on the client link during rounds. Verdicts: every round
-ends within its deadline, prompts grow every round, replies equal the fault-free baseline's,
-and agents finish after recovery.
+ends within its deadline, prompts grow every round, replies equal the fault-free baseline's
+and their finish reasons agree with their token counts, and agents finish after recovery.
 """
 
 from __future__ import annotations
@@ -28,12 +28,15 @@ def _deadlines(bounds) -> Deadlines:
 
 def _talk_holds(bounds, *, failures: set[Outcome]) -> list[v.Check]:
     """What every conversation here must show: rounds end in time, only the allowed
-    failures, prompts growing every round, replies equal to the baseline's."""
+    failures, prompts growing every round, replies equal to the baseline's, each finish
+    reason agreeing with its token count (a round's reply cut short and called finished is
+    the incident's silent failure)."""
     return [
         v.every_request_terminal(within_s=_deadlines(bounds).ends_within_s),
         v.outcomes_in(failures),
         v.context_grows(),
         v.replies_match_baseline(),
+        v.finish_reasons_tell_the_truth(),
     ]
 
 
