@@ -17,6 +17,8 @@ whether a timing holds), so two stacks can be compared line by line:
   aborts it (a last chunk, or an error event);
 * sampling: whether two requests without ``temperature`` get the same reply (SGLang
   samples), and with ``temperature: 0`` (greedy);
+* endings: a stop string read off a greedy reply (the text cut before it, or ending with
+  it; the finish reason), and a reply asked for one token (its count);
 * cadence: what ``/v1/loads`` and ``/metrics`` say of a room that waits in decode while
   decode runs no batch.
 
@@ -243,6 +245,36 @@ def _same_reply(client: str, body: dict[str, Any]) -> str:
     return str(len(replies) == 1)
 
 
+def _endings(client: str, chat: dict[str, Any]) -> dict[str, str]:
+    """How a greedy reply ends at a stop string read off its full reply (two characters
+    from its second half, appearing nowhere before), and how many tokens a reply asked for
+    one has."""
+
+    def ask(**extra: Any) -> dict[str, Any]:
+        body = chat | {"temperature": 0} | extra
+        return dict(httpx.post(client + "/v1/chat/completions", json=body, timeout=_TIMEOUT).json())
+
+    full = ask()["choices"][0]["message"]["content"]
+    at = next(
+        (
+            i
+            for i in range(len(full) // 2, len(full) - 1)
+            if full[i : i + 2] == full[i : i + 2].strip() and full.find(full[i : i + 2]) == i
+        ),
+        None,
+    )
+    one = ask(max_tokens=1)
+    out = {"endings.max_tokens_1.completion_tokens": str(one["usage"]["completion_tokens"])}
+    if at is None:
+        return out | {"endings.stop.text": "no stop string in the reply"}
+    cut = ask(stop=[full[at : at + 2]])["choices"][0]
+    said = {full[:at]: "cut before the stop string", full[: at + 2]: "ends with the stop string"}
+    return out | {
+        "endings.stop.text": said.get(cut["message"]["content"], "other"),
+        "endings.stop.finish_reason": str(cut["finish_reason"]),
+    }
+
+
 def observe(info: StackInfo) -> dict[str, str]:
     """Every probe's observation on one stack, which should have served only its warm-up."""
     e = info.endpoints
@@ -279,6 +311,7 @@ def observe(info: StackInfo) -> dict[str, str]:
     }
     out["sampling.without_temperature.same_reply"] = _same_reply(e["client"], chat)
     out["sampling.temperature_0.same_reply"] = _same_reply(e["client"], chat | {"temperature": 0})
+    out.update(_endings(e["client"], chat))
     return out
 
 
