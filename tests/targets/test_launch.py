@@ -3,30 +3,29 @@ target and compose/sglang-cpu.yaml, so that both run the same engine."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sglang_cpu.launch import SHIM, command, environment
 
 
+def _command(role: str, **given: Any) -> list[str]:
+    """``command`` for ``role`` with made-up ports and paths; ``given`` overrides them."""
+    ports = {"prefill": (1, 2, 3), "decode": (4, 5, None)}[role]
+    args: dict[str, Any] = {
+        "model_path": "/m",
+        "served_model_name": "n",
+        "port": ports[0],
+        "nccl_port": ports[1],
+        "max_running_requests": 32 if role == "prefill" else 2,
+        "bootstrap_port": ports[2],
+    }
+    return command(role, **(args | given))
+
+
 def test_each_role_gets_the_cpu_flags_and_its_own():
-    prefill = command(
-        "prefill",
-        model_path="/m",
-        served_model_name="n",
-        port=1,
-        nccl_port=2,
-        max_running_requests=32,
-        bootstrap_port=3,
-    )
-    decode = command(
-        "decode",
-        model_path="/m",
-        served_model_name="n",
-        port=4,
-        nccl_port=5,
-        max_running_requests=2,
-        bootstrap_port=None,
-    )
+    prefill, decode = _command("prefill"), _command("decode")
     for argv in (prefill, decode):
         assert argv[:2] == ["-m", "sglang.launch_server"]
         assert "--sleep-on-idle" in argv and "--load-snapshot-publish-interval" in argv and "--log-requests" in argv
@@ -37,30 +36,13 @@ def test_each_role_gets_the_cpu_flags_and_its_own():
         prefill[prefill.index("--max-running-requests") + 1] == "32"
         and decode[decode.index("--max-running-requests") + 1] == "2"
     )
-    cached = command(
-        "decode",
-        model_path="/m",
-        served_model_name="n",
-        port=4,
-        nccl_port=5,
-        max_running_requests=2,
-        bootstrap_port=None,
-        decode_radix_cache=True,
-    )
+    cached = _command("decode", decode_radix_cache=True)
     assert (
         "--disaggregation-decode-enable-radix-cache" in cached
         and "--disaggregation-decode-enable-radix-cache" not in decode
     )
     with pytest.raises(SystemExit, match="bootstrap-port"):
-        command(
-            "prefill",
-            model_path="/m",
-            served_model_name="n",
-            port=1,
-            nccl_port=2,
-            max_running_requests=32,
-            bootstrap_port=None,
-        )
+        _command("prefill", bootstrap_port=None)
 
 
 def test_environment_puts_the_shim_first_and_keeps_the_callers_timeouts():
