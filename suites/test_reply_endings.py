@@ -146,14 +146,13 @@ def test_replies_end_where_their_stop_or_length_says(scenario, workload):
         first_body = workload.chat(text, max_tokens=1)
         full = workload.request("/v1/chat/completions", full_body, phase=Phase.BASELINE)
         first = workload.request("/v1/chat/completions", first_body, phase=Phase.BASELINE)
-        if not (full.ok and first.ok):
-            continue  # the verdicts find no reference for its endings: unknown, not a pass
-        in_first = next((c for c in first.reply if not c.isspace()), None)
-        past_first = _later_stop(full.reply, max(len(first.reply), len(full.reply) // 2))
-        stops = [s for s in (in_first, past_first) if s]
         asked.append(first_body)
         endings.append(Ending(context_of(first_body), context_of(full_body), context_of(first_body), None))
-        for stop in stops:
+        if not (full.ok and first.ok):
+            continue  # its ending has no reference: the verdict is unknown, never a pass
+        in_first = next((c for c in first.reply if not c.isspace()), None)
+        past_first = _later_stop(full.reply, max(len(first.reply), len(full.reply) // 2))
+        for stop in (s for s in (in_first, past_first) if s):
             body = workload.chat(text, max_tokens=MAX_TOKENS, stop=[stop])
             asked.append(body)
             endings.append(Ending(context_of(body), context_of(full_body), context_of(first_body), stop))
