@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-__all__ = ["DEFERRED_KV_RELEASE", "DEFERRED_KV_RELEASE_HELD", "deferred_kv_release"]
+__all__ = ["DEFERRED_KV_RELEASE", "DEFERRED_KV_RELEASE_HELD", "deferred_kv_release", "deferred_kv_release_race"]
 
 DEFERRED_KV_RELEASE = (
     "decode keeps the KV pages of a transfer that failed (a KV link down or reset, a prefill killed) "
@@ -28,4 +28,17 @@ deferred_kv_release = pytest.mark.known_issue(
     behaviour=DEFERRED_KV_RELEASE,
     evidence=DEFERRED_KV_RELEASE_HELD,
     lacking="failed_transfer_freed_at_once",
+)
+
+# the same, where whether a failed transfer's pages are still held when the leak window opens
+# is a race (most of the rooms' releases are acked at once, now and then one is not): shown,
+# only with its evidence; not shown, the test passes all the same
+deferred_kv_release_race = pytest.mark.known_issue(
+    "no_leak",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=DEFERRED_KV_RELEASE,
+    evidence=DEFERRED_KV_RELEASE_HELD,
+    lacking="failed_transfer_freed_at_once",
+    strict=False,
 )
