@@ -19,26 +19,23 @@ DEFERRED_KV_RELEASE = (
 # what the hold shows as: decode's KV tokens, and nothing else, stay up
 DEFERRED_KV_RELEASE_HELD = {"held": ["decode:num_used_tokens"]}
 
+
+def _deferred_kv_release(*, strict: bool) -> pytest.MarkDecorator:
+    return pytest.mark.known_issue(
+        "no_leak",
+        component="SGLang",
+        version="0.5.23",
+        behaviour=DEFERRED_KV_RELEASE,
+        evidence=DEFERRED_KV_RELEASE_HELD,
+        lacking="failed_transfer_freed_at_once",
+        strict=strict,
+    )
+
+
 # the mark a suite puts on a scenario in which decode's transfers fail (the leak window then
 # sees decode's KV held): for engines that do not free it at once
-deferred_kv_release = pytest.mark.known_issue(
-    "no_leak",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=DEFERRED_KV_RELEASE,
-    evidence=DEFERRED_KV_RELEASE_HELD,
-    lacking="failed_transfer_freed_at_once",
-)
-
+deferred_kv_release = _deferred_kv_release(strict=True)
 # the same, where whether a failed transfer's pages are still held when the leak window opens
 # is a race (most of the rooms' releases are acked at once, now and then one is not): shown,
 # only with its evidence; not shown, the test passes all the same
-deferred_kv_release_race = pytest.mark.known_issue(
-    "no_leak",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=DEFERRED_KV_RELEASE,
-    evidence=DEFERRED_KV_RELEASE_HELD,
-    lacking="failed_transfer_freed_at_once",
-    strict=False,
-)
+deferred_kv_release_race = _deferred_kv_release(strict=False)
