@@ -576,11 +576,10 @@ class DecodeEngine(Engine):
                     continue
                 assert req.digest is not None
                 token = next_token(req.digest, len(req.output_ids), ignore_eos=req.ignore_eos, salt=req.sampling_salt)
-                if token == EOS_ID:  # counted among the reply's tokens, as SGLang's finished_len does; it has no text
-                    req.output_ids.append(token)
+                req.output_ids.append(token)  # an EOS too: SGLang's finished_len counts it; it has no text
+                if token == EOS_ID:
                     req.finish = {"type": "stop", "matched": EOS_ID}
                 else:
-                    req.output_ids.append(token)
                     if (
                         req.stream
                     ):  # as SGLang: a non-streaming reply reaches its tokenizer once, so it has no inter-token gaps

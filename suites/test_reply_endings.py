@@ -24,6 +24,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.clients.client import context_of
+from chaos.clients.workloads import stop_string_in
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed, label
@@ -127,16 +128,6 @@ def replies_end_where_asked(h: History, endings: Sequence[Ending], *, phase: Pha
     return passed(f"{judged} replies ended where asked", stake=judged, of=judged)
 
 
-def _later_stop(reply: str, after: int) -> str | None:
-    """``STOP_LEN`` characters of ``reply`` from ``after`` on (no space at either end) that
-    appear nowhere before: the reply must be cut right there."""
-    for i in range(after, len(reply) - STOP_LEN + 1):
-        stop = reply[i : i + STOP_LEN]
-        if stop == stop.strip() and reply.find(stop) == i:
-            return stop
-    return None
-
-
 def test_replies_end_where_their_stop_or_length_says(scenario, workload):
     contexts = [f"endings {i}: " + "cedar " * (i + 1) for i in range(CONTEXTS)]
     endings: list[Ending] = []
@@ -151,7 +142,7 @@ def test_replies_end_where_their_stop_or_length_says(scenario, workload):
         if not (full.ok and first.ok):
             continue  # its ending has no reference: the verdict is unknown, never a pass
         in_first = next((c for c in first.reply if not c.isspace()), None)
-        past_first = _later_stop(full.reply, max(len(first.reply), len(full.reply) // 2))
+        past_first = stop_string_in(full.reply, after=max(len(first.reply), len(full.reply) // 2), length=STOP_LEN)
         for stop in (s for s in (in_first, past_first) if s):
             body = workload.chat(text, max_tokens=MAX_TOKENS, stop=[stop])
             asked.append(body)

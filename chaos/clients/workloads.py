@@ -22,7 +22,7 @@ from chaos.clients.client import Client, Deadlines, HangUp
 from chaos.observe.history import Complete, History, Outcome, Phase
 from chaos.system.limits import waiting
 
-__all__ = ["Background", "Conversation", "InFlight", "Workload"]
+__all__ = ["Background", "Conversation", "InFlight", "Workload", "stop_string_in"]
 
 WORDS = [
     "river",
@@ -39,6 +39,18 @@ WORDS = [
     "ember",
     "glacier",
 ]
+
+
+def stop_string_in(reply: str, *, after: int, length: int) -> str | None:
+    """``length`` characters of ``reply`` from ``after`` on, no space at either end, that
+    appear nowhere before: asked again as a stop string, the reply must be cut right there.
+    Read off a greedy reply, such a stop condition holds on any model (None: the reply has
+    none past ``after``)."""
+    for i in range(after, len(reply) - length + 1):
+        stop = reply[i : i + length]
+        if stop == stop.strip() and reply.find(stop) == i:
+            return stop
+    return None
 
 
 class Background:

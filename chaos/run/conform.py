@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from chaos.clients.workloads import stop_string_in
 from chaos.observe.sampler import parse_metrics
 from chaos.system.wait import wait_until
 from chaos.targets.bringup import served_model
@@ -255,20 +256,14 @@ def _endings(client: str, chat: dict[str, Any]) -> dict[str, str]:
         return dict(httpx.post(client + "/v1/chat/completions", json=body, timeout=_TIMEOUT).json())
 
     full = ask()["choices"][0]["message"]["content"]
-    at = next(
-        (
-            i
-            for i in range(len(full) // 2, len(full) - 1)
-            if full[i : i + 2] == full[i : i + 2].strip() and full.find(full[i : i + 2]) == i
-        ),
-        None,
-    )
+    stop = stop_string_in(full, after=len(full) // 2, length=2)
     one = ask(max_tokens=1)
     out = {"endings.max_tokens_1.completion_tokens": str(one["usage"]["completion_tokens"])}
-    if at is None:
+    if stop is None:
         return out | {"endings.stop.text": "no stop string in the reply"}
-    cut = ask(stop=[full[at : at + 2]])["choices"][0]
-    said = {full[:at]: "cut before the stop string", full[: at + 2]: "ends with the stop string"}
+    cut = ask(stop=[stop])["choices"][0]
+    at = full.find(stop)
+    said = {full[:at]: "cut before the stop string", full[: at + len(stop)]: "ends with the stop string"}
     return out | {
         "endings.stop.text": said.get(cut["message"]["content"], "other"),
         "endings.stop.finish_reason": str(cut["finish_reason"]),
