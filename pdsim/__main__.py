@@ -12,7 +12,6 @@ from aiohttp import web
 
 from pdsim.config import EngineConfig, Mode, config_from_args
 from pdsim.decode import DecodeEngine
-from pdsim.defects import Defect
 from pdsim.engine import Engine
 from pdsim.prefill import PrefillEngine
 from pdsim.reqlog import configure, log_event
@@ -47,7 +46,7 @@ async def _serve(cfg: EngineConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    if cfg.has(Defect.SIGTERM_CUTS_STREAMS):
+    if not cfg.behaviour.sigterm_drains:
         log_event("engine", state="exiting", mode=cfg.mode.value, open_requests=len(engine.reqs))
         os._exit(0)  # the defect: gone at once, every open stream cut without a final event
     log_event("engine", state="draining", mode=cfg.mode.value, open_requests=len(engine.reqs))

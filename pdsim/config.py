@@ -12,6 +12,7 @@ import enum
 import os
 from dataclasses import dataclass, field
 
+from pdsim.behaviour import Behaviour
 from pdsim.defects import Defect, defects_from_env
 from pdsim.environ import env_float, env_int
 
@@ -59,8 +60,11 @@ class EngineConfig:
     heartbeat_interval_s: float = 5.0
     heartbeat_max_failure: int = 2
     defects: frozenset[Defect] = field(default_factory=frozenset)
+    # what the engine does where a defect may bend it: SGLang's, with each defect's change
+    behaviour: Behaviour = field(init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "behaviour", Behaviour.with_defects(self.defects))
         if self.mode is Mode.PREFILL and not (self.control_port and self.bootstrap_port):
             raise ValueError("prefill needs --bootstrap-port and --control-port")
         if self.mode is Mode.DECODE and not self.kv_port:
@@ -68,9 +72,6 @@ class EngineConfig:
         for name in ("prefill_s_per_token", "decode_s_per_step", "tick_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
-
-    def has(self, defect: Defect) -> bool:
-        return defect in self.defects
 
     @property
     def decode_slots(self) -> int:

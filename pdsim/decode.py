@@ -29,7 +29,6 @@ from typing import Any
 import aiohttp
 
 from pdsim.config import EngineConfig
-from pdsim.defects import Defect
 from pdsim.engine import Engine
 from pdsim.kvpoll import KVPoll
 from pdsim.model import EOS_ID, context_digest, detokenize, next_token
@@ -99,7 +98,7 @@ class DecodeEngine(Engine):
         log_event("engine", state="started", mode="decode", kv=self.cfg.kv_address)
         await super().start()
         self.spawn(self._decode_loop())
-        if not self.cfg.has(Defect.NO_HEARTBEAT):
+        if self.cfg.behaviour.heartbeat:
             self.spawn(self._heartbeat_loop())
 
     async def stop(self) -> None:
@@ -199,7 +198,7 @@ class DecodeEngine(Engine):
         if link.writer is not None:
             link.writer.close()
         link.writer = None
-        if not self.cfg.has(Defect.STALE_BOOTSTRAP_CACHE):
+        if self.cfg.behaviour.lost_link_forgets_the_route:
             self._drop_link(link, "control connection lost")
 
     def _drop_link(self, link: PrefillLink, why: str) -> None:
@@ -252,7 +251,7 @@ class DecodeEngine(Engine):
                     failures[addr] = 0
                     continue
                 failures[addr] = failures.get(addr, 0) + 1
-                misses = 1 if self.cfg.has(Defect.HEARTBEAT_GIVES_UP_AT_FIRST_MISS) else self.cfg.heartbeat_max_failure
+                misses = self.cfg.heartbeat_max_failure if self.cfg.behaviour.heartbeat_tolerates_misses else 1
                 if failures[addr] >= misses:
                     failures[addr] = 0
                     reason = f"Lost connection with prefill instance (bootstrap_addr: {addr})"
@@ -260,7 +259,7 @@ class DecodeEngine(Engine):
                     if link is not None:
                         self._drop_link(link, "heartbeat failed")
                     n = self._fail_rooms(addr, reason)
-                    if self.cfg.has(Defect.LOST_PREFILL_NEVER_RETRIED):
+                    if not self.cfg.behaviour.lost_prefill_retried:
                         self._given_up.add(addr)
                     log_event(
                         "heartbeat",
@@ -271,9 +270,9 @@ class DecodeEngine(Engine):
                     )
 
     def _blocking_decoding(self) -> contextlib.AbstractAsyncContextManager[Any]:
-        """Held around a decode step and a call to a bootstrap server: with the defect they
-        exclude each other, as a blocking call inside the scheduler would; otherwise a no-op."""
-        return self._step if self.cfg.has(Defect.BOOTSTRAP_CALL_BLOCKS_DECODING) else contextlib.nullcontext()
+        """Held around a decode step and a call to a bootstrap server: where those calls
+        block decoding (a defect) they exclude each other, as a blocking call inside the scheduler would; otherwise a no-op."""
+        return self._step if self.cfg.behaviour.bootstrap_calls_block_decoding else contextlib.nullcontext()
 
     # ---- kv server (prefill -> decode) ----------------------------------------------------
     async def _serve_kv(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -319,7 +318,7 @@ class DecodeEngine(Engine):
             if req is not None:
                 self._kv_conn.pop(req.rid, None)
                 self._freed_at.pop(req.rid, None)
-            if self.cfg.has(Defect.KV_SOCKET_LEAK) and req is not None and req.status.poll is KVPoll.Success:
+            if not self.cfg.behaviour.kv_socket_closed and req is not None and req.status.poll is KVPoll.Success:
                 self._leaked_sockets.append(writer)  # never closed: one descriptor more per request
             else:
                 writer.close()
@@ -342,7 +341,7 @@ class DecodeEngine(Engine):
         """The room's KV is in place: decode holds its context and first token."""
         aux = self._maybe_mix_up(aux)
         req.digest = str(aux["digest"])
-        if req.decode_prefix_len and self.cfg.has(Defect.DECODE_PREFIX_KV_MISPLACED):
+        if req.decode_prefix_len and not self.cfg.behaviour.prefix_kv_joined:
             # the delta's pages are placed wrong: decode attends to its cached prefix alone
             req.digest = context_digest(req.input_ids[: req.decode_prefix_len])
         req.output_ids = [int(aux["first_token"])]
@@ -385,7 +384,7 @@ class DecodeEngine(Engine):
         """``room_mixup``: under concurrency, now and then hand out another room's KV."""
         previous, self._last_aux = self._last_aux, aux
         if (
-            not self.cfg.has(Defect.ROOM_MIXUP)
+            self.cfg.behaviour.rooms_kept_apart
             or previous is None
             or len(self.transfer) + len(self.waiting) + len(self.running) < 2
         ):
@@ -408,11 +407,11 @@ class DecodeEngine(Engine):
 
     def _check_timeouts(self, now: float) -> None:
         timed = (
-            {KVPoll.WaitingForInput}
-            if self.cfg.has(Defect.STUCK_TRANSFERRING)
-            else {KVPoll.WaitingForInput, KVPoll.Transferring}
+            {KVPoll.WaitingForInput, KVPoll.Transferring}
+            if self.cfg.behaviour.transferring_times_out
+            else {KVPoll.WaitingForInput}
         )
-        from_arrival = self.cfg.has(Defect.WAITING_CLOCK_FROM_ARRIVAL)
+        from_arrival = not self.cfg.behaviour.waiting_clock_from_metadata
         for req in self.transfer:
             elapsed = now - (
                 req.arrival if from_arrival else req.stage_since
@@ -440,7 +439,7 @@ class DecodeEngine(Engine):
                 self._fail(req, "Decode handshake failed")
                 continue
             addr = req.bootstrap_addr
-            if addr in self._given_up:  # the defect: no new connection to a prefill once lost
+            if addr in self._given_up:  # lost_prefill_retried off: no new connection to a prefill once lost
                 req.status.fail(f"Lost connection with prefill instance (bootstrap_addr: {addr})")
                 continue
             link = self.links.get(addr)
@@ -521,7 +520,7 @@ class DecodeEngine(Engine):
             elif req.status.poll is KVPoll.Failed:
                 self._leave_transfer(req)
                 self.metrics.count_failure(bootstrap=False)
-                if self.cfg.has(Defect.FAILED_TRANSFER_ANSWERED_OK):
+                if not self.cfg.behaviour.failed_transfer_fails:
                     self._answer_anyway(req, now)
                     continue
                 self.free(req.prompt_tokens + req.max_new_tokens)
@@ -544,7 +543,7 @@ class DecodeEngine(Engine):
             log_event("req", rid=req.rid, bootstrap_room=req.room, state="running")
             req.push(Update("tokens"))
             self.note_tokens(now, 1)
-            if not self.cfg.has(Defect.FIRST_TOKEN_FINISH_UNCHECKED):  # prefill's token may end the reply
+            if self.cfg.behaviour.first_token_may_finish:  # prefill's token may end the reply
                 self._check_finished(req)
 
     def _leave_transfer(self, req: Req) -> None:
@@ -644,7 +643,7 @@ class DecodeEngine(Engine):
         elif req in self.transfer:
             req.status.fail(reason)
             if (
-                self.cfg.has(Defect.ABORT_FREES_KV_MID_TRANSFER) and req.rid in self._kv_conn
+                not self.cfg.behaviour.abort_waits_for_the_transfer and req.rid in self._kv_conn
             ):  # the transfer runs on into freed pages
                 self._freed_at[req.rid] = time.monotonic()
             else:
@@ -667,8 +666,7 @@ class DecodeEngine(Engine):
         )
 
     def loads(self) -> dict[str, int]:
-        # the defect: the load report leaves out the rooms waiting for their KV
-        transfer = 0 if self.cfg.has(Defect.LOAD_REPORT_OMITS_TRANSFERS) else len(self.transfer)
+        transfer = len(self.transfer) if self.cfg.behaviour.load_report_counts_transfers else 0
         waiting = len(self.prealloc) + transfer + len(self.waiting)
         return {"running": len(self.running), "waiting": waiting, "total": waiting + len(self.running),
                 "decode_prealloc_queue_reqs": len(self.prealloc), "decode_transfer_queue_reqs": transfer}  # fmt: skip

@@ -16,7 +16,6 @@ from collections.abc import Coroutine
 from typing import Any
 
 from pdsim.config import EngineConfig, Mode
-from pdsim.defects import Defect
 from pdsim.metrics import EngineMetrics
 from pdsim.reqlog import log_event
 from pdsim.request import BadRequest, Req, Update
@@ -77,7 +76,7 @@ class Engine(ABC):
         while True:
             now = time.monotonic()
             self.last_tick = now
-            check = self._arrivals > 0 or not self.cfg.has(Defect.IDLE_WATCHDOG)
+            check = self._arrivals > 0 or self.cfg.behaviour.timeouts_checked_while_idle
             self._arrivals = 0
             self.tick(now, check_timeouts=check)
             self._publish_metrics(now)
@@ -132,7 +131,7 @@ class Engine(ABC):
             return
         req.aborted = True
         self.metrics.aborted()
-        if self.cfg.has(Defect.LEAK_ON_ABORT):
+        if not self.cfg.behaviour.abort_releases:
             req.leaked = True  # stays in its queue and keeps its KV: the leak
             log_event("req", rid=req.rid, bootstrap_room=req.room, state="abort_leaked", reason=reason)
             return

@@ -22,7 +22,6 @@ from collections import deque
 
 from pdsim.bootstrap import BootstrapServer
 from pdsim.config import EngineConfig
-from pdsim.defects import Defect
 from pdsim.engine import Engine
 from pdsim.kvpoll import KVPoll
 from pdsim.model import context_digest, next_token
@@ -122,7 +121,7 @@ class PrefillEngine(Engine):
         ``stale_decode_registration`` the first instance seen at an address stays, so every
         transfer to its successor is addressed to the dead one until prefill restarts."""
         known = self._decodes.get(kv_addr)
-        if known == instance or (known is not None and self.cfg.has(Defect.STALE_DECODE_REGISTRATION)):
+        if known == instance or (known is not None and not self.cfg.behaviour.restarted_decode_replaces_the_old):
             return
         if known is not None:
             log_event("engine", state="decode_replaced", kv_addr=kv_addr, old=known, new=instance)
@@ -147,7 +146,7 @@ class PrefillEngine(Engine):
     def _tell_decode(self, req: Req, reason: str) -> None:
         """Send status Failed to the decode that registered for this room."""
         writer = self._decode_link.get(req.rid)
-        if writer is None or self.cfg.has(Defect.NO_ABORT_TO_DECODE) or writer.is_closing():
+        if writer is None or not self.cfg.behaviour.failure_told_to_decode or writer.is_closing():
             return
         self.spawn(self._send_status(writer, req.room or 0, reason))
 
@@ -215,7 +214,7 @@ class PrefillEngine(Engine):
                 self.finish_ok(req)
             elif req.status.poll is KVPoll.Failed:
                 self.metrics.count_failure(bootstrap=False)
-                if self.cfg.has(Defect.FAILED_ROOM_PINNED):  # answered, but the room and its KV stay, for good
+                if not self.cfg.behaviour.failed_room_released:  # answered, but the room and its KV stay, for good
                     req.leaked = True
                     self._fail(req, "Prefill transfer failed", now)
                     continue
@@ -251,7 +250,7 @@ class PrefillEngine(Engine):
             del self._pending_abort[room]
 
     def _check_timeouts(self, now: float) -> None:
-        if not self.cfg.has(Defect.NO_BOOTSTRAP_TIMEOUT):
+        if self.cfg.behaviour.bootstrap_timeout:
             for req in self.bootstrap_queue:
                 elapsed = now - req.arrival
                 if req.status.poll is KVPoll.Bootstrapping and elapsed > self.cfg.bootstrap_timeout_s:
@@ -263,7 +262,7 @@ class PrefillEngine(Engine):
                         watchdog="bootstrap",
                         elapsed_s=f"{elapsed:.3f}",
                     )
-        if not self.cfg.has(Defect.NO_INFLIGHT_WATCHDOG):
+        if self.cfg.behaviour.inflight_watchdog:
             for req in self.inflight:
                 elapsed = now - req.stage_since
                 if req.status.poll not in (KVPoll.Success, KVPoll.Failed) and elapsed > self.cfg.inflight_timeout_s:

@@ -16,7 +16,6 @@ from typing import Any
 from aiohttp import web
 
 from pdsim.config import EngineConfig, Mode
-from pdsim.defects import Defect
 from pdsim.engine import Engine
 from pdsim.environ import env_bool, env_int
 from pdsim.request import BadRequest, Endpoint, Req, parse_request
@@ -45,7 +44,7 @@ class Api:
     def __init__(self, engine: Engine, cfg: EngineConfig) -> None:
         self.engine, self.cfg = engine, cfg
         self.started = time.time()
-        self.truncate_to = cfg.truncate_tokens if cfg.has(Defect.CONTEXT_TRUNCATION) else None
+        self.truncate_to = cfg.truncate_tokens if cfg.behaviour.truncates_context else None
         self.health_timeout_s = env_int("SGLANG_HEALTH_CHECK_TIMEOUT", 20)  # SGLang reads it once, at import
 
     async def health(self, request: web.Request) -> web.Response:
@@ -187,7 +186,7 @@ class Api:
                 req.client_id = request.headers.get("x-request-id")
                 engine.submit(req)
             except (BadRequest, TypeError, ValueError) as exc:
-                status = 500 if cfg.has(Defect.CLIENT_ERROR_AS_SERVER_ERROR) else 400
+                status = cfg.behaviour.client_error_status
                 return _json(error_body(endpoint, status, str(exc)), status=status)
             try:
                 if req.stream:
@@ -255,12 +254,12 @@ async def relay(write: Callable[[bytes], Awaitable[None]], engine: Engine, req: 
     waits on a slow reader go out with the next update, never skipped: what was sent is
     counted by what was written, not by what the request holds once the write is done."""
     sent = 0
-    silent = engine.cfg.has(Defect.SILENT_STREAM_END)
+    silent = not engine.cfg.behaviour.stream_ends_with_an_event
     prefill = engine.cfg.mode is Mode.PREFILL
     while True:
         update = await req.updates.get()
         if update.kind == "error":
-            if engine.cfg.has(Defect.ERROR_EVENT_NOT_JSON):
+            if not engine.cfg.behaviour.error_event_is_json:
                 await write(f"data: Internal Server Error: {update.message}\n\n".encode())
                 await write(SSE_DONE)
             elif not silent:
@@ -271,7 +270,7 @@ async def relay(write: Callable[[bytes], Awaitable[None]], engine: Engine, req: 
         if prefill and not final:
             continue  # prefill streams once, after the transfer succeeded
         if final and silent and (req.finish or {}).get("type") == "abort":
-            return  # the defect: an aborted stream just closes, without its last chunk or [DONE]
+            return  # silent_stream_end: an aborted stream just closes, without its last chunk or [DONE]
         new = req.output_ids[sent:]
         for chunk in stream_chunks(req, new, first=sent == 0 and bool(new or final), final=final):
             await write(chunk)

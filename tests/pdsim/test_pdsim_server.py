@@ -8,6 +8,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from pdsim.behaviour import Behaviour
 from pdsim.config import EngineConfig, Mode
 from pdsim.decode import DecodeEngine
 from pdsim.model import detokenize
@@ -22,7 +23,7 @@ def _req() -> Req:
 
 
 def _engine() -> Any:
-    return SimpleNamespace(cfg=SimpleNamespace(has=lambda _defect: False, mode=Mode.DECODE))
+    return SimpleNamespace(cfg=SimpleNamespace(behaviour=Behaviour(), mode=Mode.DECODE))
 
 
 def test_a_token_appended_while_a_write_waits_is_streamed_with_the_next_update():
