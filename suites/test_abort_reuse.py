@@ -18,8 +18,8 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.clients.client import Deadlines
-from chaos.observe.history import Outcome, Phase
 from chaos.observe.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.records import Outcome, Phase
 from chaos.observe.triggers import quiet
 
 pytestmark = [pytest.mark.fault("client"), pytest.mark.needs("kv_link")]

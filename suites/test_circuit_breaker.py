@@ -27,8 +27,9 @@ from chaos import verdicts as v
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming, none_completed
-from chaos.observe.history import History, Phase
+from chaos.observe.history import History
 from chaos.observe.pipeline import CIRCUIT_TRANSITIONS, ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.records import Phase
 
 pytestmark = [pytest.mark.fault("client")]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import Outcome, Phase
 from chaos.observe.pipeline import ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
+from chaos.observe.records import Outcome, Phase
 
 pytestmark = [pytest.mark.fault("client")]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import Phase
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.records import Phase
 from chaos.upstream import deferred_kv_release_race
 
 pytestmark = [pytest.mark.fault("engine")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import Phase
+from chaos.observe.records import Phase
 
 pytestmark = [pytest.mark.fault("load")]
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import Phase
 from chaos.observe.pipeline import ENGINE_QUEUES, PREFILL_LOST, ROUTER_INFLIGHT
+from chaos.observe.records import Phase
 from chaos.targets.stack import HEARTBEAT_READ_S
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_bootstrap")]

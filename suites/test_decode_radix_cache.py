@@ -28,7 +28,8 @@ from chaos.judge.declare import premise, verdict
 from chaos.judge.logs import log_lines
 from chaos.judge.model import Finding, failed, met, nothing_at_stake, passed, unmet
 from chaos.judge.ops import completed, scope
-from chaos.observe.history import History, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Outcome, Phase
 from chaos.run.skips import SkipKind, skip
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]

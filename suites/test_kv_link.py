@@ -15,8 +15,8 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.clients.client import Deadlines
-from chaos.observe.history import Phase
 from chaos.observe.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
+from chaos.observe.records import Phase
 from chaos.targets.base import Capability
 from chaos.upstream import deferred_kv_release
 

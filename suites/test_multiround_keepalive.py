@@ -14,7 +14,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.clients.client import Deadlines
-from chaos.observe.history import Outcome, Phase
+from chaos.observe.records import Outcome, Phase
 from chaos.observe.triggers import requests_done
 
 pytestmark = [pytest.mark.fault("network")]

@@ -23,8 +23,9 @@ from chaos.clients.client import Deadlines
 from chaos.judge.declare import premise, verdict
 from chaos.judge.model import Finding, met, nothing_at_stake, unmet
 from chaos.judge.ops import all_within, completed, scope
-from chaos.observe.history import History, Phase
+from chaos.observe.history import History
 from chaos.observe.pipeline import PREFILL_LOST
+from chaos.observe.records import Phase
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_bootstrap")]
 

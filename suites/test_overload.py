@@ -37,7 +37,7 @@ from chaos import verdicts as v
 from chaos.judge.declare import premise, verdict
 from chaos.judge.model import Finding, met, nothing_at_stake, passed, unmet
 from chaos.judge.ops import all_within, completed, label, naming, none_completed
-from chaos.observe.history import History, Outcome, Phase
+from chaos.observe.history import History
 from chaos.observe.pipeline import (
     DECODE_TRANSFER_FAILED,
     ENGINE_QUEUES,
@@ -45,6 +45,7 @@ from chaos.observe.pipeline import (
     ROUTER_INFLIGHT,
     Metric,
 )
+from chaos.observe.records import Outcome, Phase
 from chaos.observe.triggers import gauge, requests_sent
 from chaos.targets.stack import Timeouts
 

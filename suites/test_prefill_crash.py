@@ -21,8 +21,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import Phase
 from chaos.observe.pipeline import DECODE_TRANSFER_QUEUE, ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
+from chaos.observe.records import Phase
 from chaos.observe.triggers import gauge, quiet
 from chaos.upstream import deferred_kv_release
 

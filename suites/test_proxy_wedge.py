@@ -18,8 +18,9 @@ from chaos.clients.client import Deadlines
 from chaos.judge.clock import SAMPLE_TOLERANCE_S
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
-from chaos.observe.history import History, Outcome
+from chaos.observe.history import History
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.records import Outcome
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("proxied_client")]
 

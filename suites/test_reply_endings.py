@@ -28,7 +28,8 @@ from chaos.clients.workloads import stop_string_in
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed, label
-from chaos.observe.history import Done, History, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Done, Outcome, Phase
 
 pytestmark = [pytest.mark.fault("load")]
 

@@ -23,8 +23,9 @@ from chaos.judge.declare import premise, verdict
 from chaos.judge.logs import receptions
 from chaos.judge.model import Finding, failed, met, nothing_at_stake, passed, unknown, unmet
 from chaos.judge.ops import completed, none_completed
-from chaos.observe.history import History, Phase
+from chaos.observe.history import History
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.records import Phase
 from chaos.upstream import deferred_kv_release
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]

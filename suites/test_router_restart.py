@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import Outcome
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
+from chaos.observe.records import Outcome
 from chaos.observe.triggers import gauge
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")]

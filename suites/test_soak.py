@@ -27,8 +27,9 @@ from chaos import verdicts as v
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.observe.growth import Limit, fit
-from chaos.observe.history import History, Outcome, Phase
+from chaos.observe.history import History
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
+from chaos.observe.records import Outcome, Phase
 from chaos.observe.triggers import requests_done
 from chaos.targets.base import Capability
 

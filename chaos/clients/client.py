@@ -22,7 +22,8 @@ from typing import Any, Callable, Iterator
 
 import httpx
 
-from chaos.observe.history import Chunk, Complete, History, Invoke, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Chunk, Complete, Invoke, Outcome, Phase
 from chaos.system.limits import waiting
 
 __all__ = [

@@ -18,7 +18,8 @@ from typing import Any
 import openai
 
 from chaos.clients.client import Deadlines, context_of, ending, total_deadline, trace_headers
-from chaos.observe.history import Chunk, Complete, History, Invoke, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Chunk, Complete, Invoke, Outcome, Phase
 
 __all__ = ["OpenAIClient", "classify_openai"]
 

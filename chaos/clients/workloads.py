@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterator
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
 from chaos.clients.client import Client, Deadlines, HangUp
-from chaos.observe.history import Complete, History, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Complete, Outcome, Phase
 from chaos.system.limits import waiting
 
 __all__ = ["Background", "Conversation", "InFlight", "Workload", "stop_string_in"]

@@ -18,7 +18,8 @@ from typing import Any
 from chaos.clients.client import Client, Deadlines
 from chaos.doctor.hops import HOPS, Diagnosis, HopStats, diagnose, hop_stats
 from chaos.doctor.openreqs import open_requests
-from chaos.observe.history import History, Phase, Sample
+from chaos.observe.history import History
+from chaos.observe.records import Phase, Sample
 from chaos.observe.sampler import Sampler, metrics_urls
 from chaos.targets.base import Target
 

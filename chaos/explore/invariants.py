@@ -6,7 +6,6 @@ from __future__ import annotations
 from chaos import verdicts as v
 from chaos.clients.client import Deadlines
 from chaos.faults.kinds import CUT_OUTCOMES
-from chaos.observe.history import Phase
 from chaos.observe.pipeline import (
     DECODE_TRANSFER_FAILED,
     ENGINE_QUEUES,
@@ -15,6 +14,7 @@ from chaos.observe.pipeline import (
     PREFILL_TRANSFER_FAILED,
     ROUTER_INFLIGHT,
 )
+from chaos.observe.records import Phase
 from chaos.run.bounds import Bounds
 from chaos.run.scenario import Scenario
 

@@ -16,7 +16,8 @@ from typing import Iterator
 
 from chaos.errors import ConfigError, FaultNotHealed
 from chaos.faults.base import Fault
-from chaos.observe.history import HEAL_ONCE, FaultEvent, History, Stage
+from chaos.observe.history import History
+from chaos.observe.records import HEAL_ONCE, FaultEvent, Stage
 from chaos.observe.sampler import Sampler
 from chaos.observe.triggers import Condition, poll_for, wait_for
 from chaos.system.limits import activity

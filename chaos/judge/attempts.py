@@ -11,24 +11,25 @@ Lines are taken in the order they were captured: SGLang stamps whole seconds.
 
 from __future__ import annotations
 
-from typing import Collection
+from typing import Collection, NamedTuple
 
 from chaos.judge.backstops import released_by
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming
-from chaos.observe.history import History, LogEvent, Outcome
+from chaos.observe.history import History
+from chaos.observe.records import LogEvent, Outcome
 
 __all__ = [
     "FAILED",
     "OPEN",
     "SERVED",
+    "End",
     "attempts",
-    "ended_by",
+    "endings",
     "failures_reach_the_client",
     "in_words",
     "met_a_failure",
-    "told",
 ]
 
 SERVED = "finished"
@@ -64,34 +65,36 @@ def attempts(h: History, service: str, ops: Collection[str]) -> dict[str, dict[s
     }
 
 
-def _end(ev: LogEvent | None) -> tuple[str, float | None]:
-    """What ended one attempt, as a field: ``served``, ``open``, ``failed``, or the name of
-    the backstop that released it (``chaos.observe.logs.BACKSTOPS``) with its seconds."""
+class End(NamedTuple):
+    """What ended one attempt: ``by`` is ``served``, ``open``, ``failed``, or the name of the
+    backstop that released it (``chaos.observe.logs.BACKSTOPS``), with its seconds."""
+
+    by: str
+    after_s: float | None = None
+
+    def __str__(self) -> str:
+        """In words a report shows: ``waiting timeout after 6s``."""
+        return self.by if self.after_s is None else f"{self.by} after {self.after_s:g}s"
+
+
+def _end(ev: LogEvent | None) -> End:
     if ev is None:
-        return OPEN, None
+        return End(OPEN)
     if ev.fields["state"] == SERVED:
-        return "served", None
+        return End("served")
     found = released_by(ev)
-    return found if found else ("failed", None)
+    return End(*found) if found else End("failed")
 
 
-def ended_by(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[str]]:
-    """What ended each attempt of each op at ``service``, as fields a known issue matches
-    (``_end``): no words to parse, so a rewording of the report cannot change a match."""
-    return {op: [_end(ev)[0] for ev in tries.values()] for op, tries in _ends(h, service, ops).items()}
-
-
-def told(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[str]]:
-    """What ``service`` did with each attempt of each op, in words a report shows: served,
-    released by a backstop (``waiting timeout after 6s``), failed, or open."""
-    return {
-        op: [end if after is None else f"{end} after {after:g}s" for end, after in map(_end, tries.values())]
-        for op, tries in _ends(h, service, ops).items()
-    }
+def endings(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[End]]:
+    """What ended each attempt of each op at ``service``: fields a known issue matches
+    (``End.by``: no words to parse, so a rewording of the report cannot change a match), and
+    the words a report shows (``str(end)``), from one pass over the logs."""
+    return {op: [_end(ev) for ev in tries.values()] for op, tries in _ends(h, service, ops).items()}
 
 
 def in_words(tries: list[str], service: str = "decode") -> str:
-    """``told``'s list in a phrase: "decode: 5 attempts, each waiting timeout after 6s"."""
+    """An op's endings, in words, as a phrase: "decode: 5 attempts, each waiting timeout after 6s"."""
     if not tries:
         return f"{service}: no attempt logged"
     kinds = sorted(set(tries))

@@ -19,7 +19,8 @@ from __future__ import annotations
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import phase_tag, scope
-from chaos.observe.history import History, LogEvent, Phase
+from chaos.observe.history import History
+from chaos.observe.records import LogEvent, Phase
 
 __all__ = ["backstops_stay_idle", "released_by"]
 

@@ -6,8 +6,9 @@ import itertools
 
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
-from chaos.observe.history import History, Sample
+from chaos.observe.history import History
 from chaos.observe.pipeline import CIRCUIT_FAILURES
+from chaos.observe.records import Sample
 
 __all__ = ["charged_only_where_struck"]
 

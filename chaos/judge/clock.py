@@ -5,7 +5,8 @@ from __future__ import annotations
 import enum
 import itertools
 
-from chaos.observe.history import History, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Phase
 
 __all__ = ["SAMPLE_TOLERANCE_S", "Since", "increments", "start"]
 

@@ -7,7 +7,8 @@ import itertools
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed
-from chaos.observe.history import Done, History, Outcome
+from chaos.observe.history import History
+from chaos.observe.records import Done, Outcome
 
 __all__ = ["context_grows"]
 

@@ -8,7 +8,8 @@ from typing import Any
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, none_completed
-from chaos.observe.history import History, Outcome, Phase, Sample
+from chaos.observe.history import History
+from chaos.observe.records import Outcome, Phase, Sample
 from chaos.observe.sampler import HEALTH
 
 __all__ = ["health_tells_truth", "not_ready_before_gone"]

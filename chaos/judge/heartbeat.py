@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed
-from chaos.observe.history import HEAL_ONCE, FaultEvent, History, Stage, TriggerFired
+from chaos.observe.history import History
 from chaos.observe.pipeline import PREFILL_LOST
+from chaos.observe.records import HEAL_ONCE, FaultEvent, Stage, TriggerFired
 
 __all__ = ["decode_gives_prefill_up"]
 

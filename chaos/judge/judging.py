@@ -13,7 +13,8 @@ from chaos.errors import PremiseNotMet
 from chaos.judge.declare import Check
 from chaos.judge.known import KnownIssue, raise_unless_passed
 from chaos.judge.model import Role, Status, Verdict
-from chaos.observe.history import History, VerdictRecord
+from chaos.observe.history import History
+from chaos.observe.records import VerdictRecord
 
 __all__ = ["evaluate", "expect", "record", "require"]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Collection, Iterable, Iterator
 
-from chaos.observe.history import History, LogEvent
+from chaos.observe.history import History
+from chaos.observe.records import LogEvent
 
 __all__ = ["log_lines", "receptions"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from chaos.judge.model import Finding, failed, passed
-from chaos.observe.history import Done, History, Op, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Done, Op, Phase
 
 __all__ = ["all_within", "completed", "label", "naming", "none_completed", "phase_tag", "scope"]
 

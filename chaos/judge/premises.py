@@ -12,7 +12,8 @@ from chaos.judge.attempts import met_a_failure
 from chaos.judge.declare import premise
 from chaos.judge.model import Finding, met, unmet
 from chaos.judge.ops import completed, label, naming, none_completed
-from chaos.observe.history import Done, History, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Done, Outcome, Phase
 
 __all__ = ["ended_as", "open_at_fault", "requests_affected"]
 

@@ -8,7 +8,8 @@ from typing import Any, Collection
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed
-from chaos.observe.history import FaultEvent, History, Outcome, Stage
+from chaos.observe.history import History
+from chaos.observe.records import FaultEvent, Outcome, Stage
 from chaos.observe.sampler import HEALTH
 
 __all__ = ["recovers", "recovers_after_each_heal"]

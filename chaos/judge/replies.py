@@ -6,7 +6,8 @@ from __future__ import annotations
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed, label, naming, phase_tag
-from chaos.observe.history import Done, History, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Done, Outcome, Phase
 
 __all__ = ["finish_reasons_tell_the_truth", "replies_match_baseline"]
 

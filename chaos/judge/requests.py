@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Collection
 
 from chaos.faults.kinds import ends_serving
-from chaos.judge.attempts import ended_by, in_words, told
+from chaos.judge.attempts import End, endings, in_words
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed, phase_tag, scope
-from chaos.observe.history import Done, FaultEvent, History, Outcome, Phase, Stage
+from chaos.observe.history import History
 from chaos.observe.phases import fault_spans
 from chaos.observe.pipeline import SCHEDULER_PASS_S
+from chaos.observe.records import Done, FaultEvent, Outcome, Phase, Stage
 
 __all__ = [
     "every_request_terminal",
@@ -62,6 +63,12 @@ def _clean_label(within_s: float | None, since: Since, phase: Phase | None = Non
     )
 
 
+def _told(ends: dict[str, list[End]]) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Each op's attempts in words (the report's) and by what ended them (a known issue's
+    match)."""
+    return {op: [str(e) for e in es] for op, es in ends.items()}, {op: [e.by for e in es] for op, es in ends.items()}
+
+
 @verdict(_clean_label)
 def failed_requests_are_clean(
     h: History, *, within_s: float | None = None, since: Since = Since.FAULT, phase: Phase | None = None
@@ -84,8 +91,7 @@ def failed_requests_are_clean(
     ops = [o for o in judged if o.outcome is not Outcome.OK]
     unclean = [o for o in ops if o.outcome is not Outcome.CLEAN_ERROR]
     if unclean:
-        tries = told(h, [o.invoke.op for o in unclean[:8]])
-        ends = ended_by(h, tries)
+        tries, ends = _told(endings(h, [o.invoke.op for o in unclean[:8]]))
         return naming(
             unclean,
             len(ops),
@@ -170,8 +176,7 @@ def outcomes_in(h: History, allowed: set[Outcome], *, phase: Phase | None = None
         if o.outcome not in allowed or (explained and o.outcome not in _ALWAYS and _unexplained(o, spans))
     ]
     if bad:
-        tries = told(h, [o.invoke.op for o in bad[:8]])
-        ends = ended_by(h, tries)
+        tries, ends = _told(endings(h, [o.invoke.op for o in bad[:8]]))
         return naming(
             bad,
             len(ops),

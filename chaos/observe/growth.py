@@ -14,8 +14,9 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from chaos.observe.history import History, Sample, TriggerFired
+from chaos.observe.history import History
 from chaos.observe.pipeline import Metric
+from chaos.observe.records import Sample, TriggerFired
 
 __all__ = ["CHECKPOINT", "WARMUP", "Fit", "Limit", "checkpoints", "fit"]
 

@@ -17,47 +17,21 @@ from typing import Any, Iterator
 from chaos.observe.phases import derive
 from chaos.observe.records import (
     CREATED_AT_FIRST_INCREMENT,
-    HEAL_ONCE,
     Chunk,
     Complete,
-    Done,
     FaultEvent,
     Invoke,
-    LogEvent,
     Op,
-    Outcome,
     Phase,
     R,
     Record,
     Sample,
     Stage,
-    TriggerFired,
-    VerdictRecord,
     decode_record,
     encode_record,
 )
 
-# the record types are read from here as well as from chaos.observe.records
-__all__ = [
-    "CREATED_AT_FIRST_INCREMENT",
-    "HEAL_ONCE",
-    "Chunk",
-    "Complete",
-    "Done",
-    "FaultEvent",
-    "History",
-    "Invoke",
-    "LogEvent",
-    "Op",
-    "Outcome",
-    "Phase",
-    "Record",
-    "Sample",
-    "Stage",
-    "TriggerFired",
-    "VerdictRecord",
-    "decode_record",
-]
+__all__ = ["History"]
 
 
 @dataclass

@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from chaos.observe.history import History, LogEvent
+from chaos.observe.history import History
+from chaos.observe.records import LogEvent
 
 __all__ = [
     "BACKSTOPS",

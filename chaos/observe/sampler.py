@@ -38,7 +38,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.errors import TargetError
-from chaos.observe.history import History, Sample
+from chaos.observe.history import History
+from chaos.observe.records import Sample
 from chaos.system.limits import waiting
 
 __all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "merged", "parse_metrics", "twin", "values_of"]

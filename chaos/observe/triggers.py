@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Protocol
 
 from chaos.errors import TriggerTimeout
-from chaos.observe.history import History, Outcome, Phase, TriggerFired
+from chaos.observe.history import History
 from chaos.observe.logs import parse_engine_line
+from chaos.observe.records import Outcome, Phase, TriggerFired
 from chaos.observe.sampler import Sampler
 
 __all__ = [

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chaos.observe.history import History, LogEvent, Outcome
+from chaos.observe.history import History
 from chaos.observe.pipeline import BEFORE_ROUTER, HOPS, STATE_HOP, TERMINAL_STATES
+from chaos.observe.records import LogEvent, Outcome
 
 __all__ = ["StuckRow", "where_stuck"]
 

@@ -9,7 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from chaos.observe.history import FaultEvent, History, VerdictRecord
+from chaos.observe.history import History
+from chaos.observe.records import FaultEvent, VerdictRecord
 from chaos.reports.stuck import where_stuck
 from chaos.reports.timeline import render_timeline
 

@@ -10,8 +10,9 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from chaos.observe.history import FaultEvent, History, Outcome, Stage
+from chaos.observe.history import History
 from chaos.observe.pipeline import PIPELINE
+from chaos.observe.records import FaultEvent, Outcome, Stage
 
 __all__ = ["render_timeline"]
 

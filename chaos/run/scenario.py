@@ -28,9 +28,10 @@ from chaos import verdicts as v
 from chaos.clients.workloads import Workload
 from chaos.errors import RigError
 from chaos.observe.growth import CHECKPOINT, Limit
-from chaos.observe.history import History, Phase, TriggerFired
+from chaos.observe.history import History
 from chaos.observe.logs import LogCursor, capture_logs
 from chaos.observe.pipeline import KV_IN_USE, Metric
+from chaos.observe.records import Phase, TriggerFired
 from chaos.observe.sampler import PROCS, PROCS_INTERVAL_S, Sampler
 from chaos.observe.triggers import Condition, Signal, gauge, log_line, received, streams_begun
 from chaos.reports.growth import render_growth

@@ -9,7 +9,8 @@ import pytest
 
 from chaos.clients.client import Deadlines
 from chaos.clients.openai_client import OpenAIClient
-from chaos.observe.history import Chunk, History, Outcome
+from chaos.observe.history import History
+from chaos.observe.records import Chunk, Outcome
 
 
 @pytest.mark.parametrize("stream", [True, False])

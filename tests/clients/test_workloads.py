@@ -12,7 +12,8 @@ import pytest
 from chaos.clients.client import Deadlines
 from chaos.clients.workloads import Workload
 from chaos.faults.network import remove_toxic, toxiproxy_restarter
-from chaos.observe.history import Chunk, Complete, History, Outcome, Phase
+from chaos.observe.history import History
+from chaos.observe.records import Chunk, Complete, Outcome, Phase
 from chaos.system.wait import wait_until
 from chaos.targets.toxiproxy import Toxic
 

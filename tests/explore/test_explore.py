@@ -21,7 +21,7 @@ from chaos.explore.run import BATCH, Budget, _batch_size
 from chaos.explore.schedule import FLUSH, Load, Schedule, Step, Strike, generate, primary_path, strikes_for
 from chaos.explore.shrink import candidates, shrink
 from chaos.judge.model import Evidence, Role, Status
-from chaos.observe.history import Outcome
+from chaos.observe.records import Outcome
 from chaos.run.results import JudgedVerdict, TestResult
 from chaos.targets.base import REAL_SGLANG, Capability
 
@@ -410,7 +410,8 @@ def test_each_cuts_outcomes_need_a_fault_to_cause_them(cut):
     fault, and fails once it ended so with no fault to cause it: sent after the heal, or
     cut short with no byte before the fault ended."""
     from chaos import verdicts as v
-    from chaos.observe.history import Complete, FaultEvent, History, Invoke, Phase, Stage
+    from chaos.observe.history import History
+    from chaos.observe.records import Complete, FaultEvent, Invoke, Phase, Stage
 
     allowed = CUT_BY[cut]
     check = v.outcomes_in(set(allowed), phase=Phase.FAULT, explained=True)
@@ -436,7 +437,8 @@ def test_each_cuts_outcomes_need_a_fault_to_cause_them(cut):
 
 def test_a_fault_never_healed_explains_what_it_met_until_the_history_ends():
     from chaos import verdicts as v
-    from chaos.observe.history import Complete, FaultEvent, History, Invoke, Phase, Stage
+    from chaos.observe.history import History
+    from chaos.observe.records import Complete, FaultEvent, Invoke, Phase, Stage
 
     check = v.outcomes_in({Outcome.CLIENT_TIMEOUT}, phase=Phase.FAULT, explained=True)
     h = History()

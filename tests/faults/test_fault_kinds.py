@@ -12,7 +12,8 @@ from chaos.explore.render import render
 from chaos.explore.schedule import Load, Schedule, Step, Strike, cuts, primary_path
 from chaos.faults import kinds
 from chaos.faults.kinds import CUT_OUTCOMES, KINDS, Kind
-from chaos.observe.history import Chunk, Complete, FaultEvent, History, Invoke, Outcome, Stage
+from chaos.observe.history import History
+from chaos.observe.records import Chunk, Complete, FaultEvent, Invoke, Outcome, Stage
 
 
 def _served_through(action: str) -> History:

@@ -14,7 +14,7 @@ import pytest
 
 from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
-from chaos.observe.history import Chunk, Complete, Invoke, Outcome, TriggerFired
+from chaos.observe.records import Chunk, Complete, Invoke, Outcome, TriggerFired
 from chaos.observe.triggers import Condition, bytes_crossed, gauge, log_line, received, requests_sent, streams_begun
 from chaos.system.cleanup import terminate_as_interrupt
 from chaos.targets.toxiproxy import Toxic
@@ -162,7 +162,7 @@ def test_metric_trigger_fires_and_is_recorded(stack, faults, workload, history):
 def test_a_cache_flush_is_refused_while_an_engine_is_busy_and_done_once_idle(stack, faults, workload, history):
     """The engine's own answer is the flush's evidence: a 400 while prefill holds a long
     prompt, a 200 once it is idle; it strikes no engine and has nothing to heal."""
-    from chaos.observe.history import FaultEvent, Stage
+    from chaos.observe.records import FaultEvent, Stage
 
     th = _long_prompt(workload)
     with faults.flush_cache("prefill", when=gauge("prefill", "num_running_reqs") > 0):

@@ -4,17 +4,8 @@ from __future__ import annotations
 
 from chaos import verdicts as v
 from chaos.observe.growth import CHECKPOINT
-from chaos.observe.history import (
-    Complete,
-    FaultEvent,
-    History,
-    Invoke,
-    Outcome,
-    Phase,
-    Sample,
-    Stage,
-    TriggerFired,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Complete, FaultEvent, Invoke, Outcome, Phase, Sample, Stage, TriggerFired
 
 
 def op(

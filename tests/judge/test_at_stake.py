@@ -18,8 +18,9 @@ import pytest
 from chaos import verdicts as v
 from chaos.judge.declare import DECLARED
 from chaos.observe.growth import Limit
-from chaos.observe.history import Chunk, Complete, History, Invoke, LogEvent, Outcome, Phase, Sample
+from chaos.observe.history import History
 from chaos.observe.pipeline import CIRCUIT_FAILURES, Metric
+from chaos.observe.records import Chunk, Complete, Invoke, LogEvent, Outcome, Phase, Sample
 from chaos.observe.sampler import HEALTH
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish

@@ -6,13 +6,9 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    History,
-    LogEvent,
-    Outcome,
-    Phase,
-)
+from chaos.observe.history import History
 from chaos.observe.logs import parse_engine_line
+from chaos.observe.records import LogEvent, Outcome, Phase
 from tests.judge.histories import PDSIM_WAITING, fault, op, status
 
 
@@ -66,7 +62,7 @@ def test_an_unclean_failure_says_what_decode_did_with_each_attempt():
 
 
 def test_what_decode_did_with_each_attempt():
-    from chaos.judge.attempts import attempts, ended_by, in_words, told
+    from chaos.judge.attempts import attempts, endings, in_words
 
     h = History()
     for t, rid, state, line in (
@@ -82,9 +78,10 @@ def test_what_decode_did_with_each_attempt():
     h.append(LogEvent(1.0, "decode", "rid=x state=failed", op="other", fields={"rid": "x", "state": "failed"}))
     h.append(LogEvent(1.0, "decode", "no rid", op="a", fields={"state": "failed"}))
     assert attempts(h, "decode", ["a"]) == {"a": {"r1": "failed", "r2": "failed", "r3": "finished", "r4": ""}}
-    assert told(h, ["a"]) == {"a": ["waiting timeout after 6s", "failed", "served", "open"]}
-    assert told(h, ["a"], "prefill") == {"a": ["failed"]}
-    assert ended_by(h, ["a"]) == {"a": ["waiting timeout", "failed", "served", "open"]}
+    ends = endings(h, ["a"])["a"]
+    assert [str(e) for e in ends] == ["waiting timeout after 6s", "failed", "served", "open"]
+    assert [e.by for e in ends] == ["waiting timeout", "failed", "served", "open"]
+    assert [str(e) for e in endings(h, ["a"], "prefill")["a"]] == ["failed"]
     assert in_words(["served"]) == "decode: 1 attempt, served"
     assert in_words([]) == "decode: no attempt logged"
     assert in_words(["failed", "failed"], "prefill") == "prefill: 2 attempts, each failed"

@@ -6,14 +6,9 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    Complete,
-    History,
-    Invoke,
-    LogEvent,
-    Outcome,
-)
+from chaos.observe.history import History
 from chaos.observe.logs import backstop_of, parse_engine_line
+from chaos.observe.records import Complete, Invoke, LogEvent, Outcome
 from tests.judge.histories import PDSIM_WAITING, op, status
 
 _SGLANG_BOOTSTRAP = (

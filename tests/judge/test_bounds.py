@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from chaos import verdicts as v
 from chaos.judge.clock import SAMPLE_TOLERANCE_S
-from chaos.observe.history import HEAL_ONCE, Complete, History, Invoke, Outcome, TriggerFired
+from chaos.observe.history import History
 from chaos.observe.pipeline import PREFILL_LOST, Metric
+from chaos.observe.records import HEAL_ONCE, Complete, Invoke, Outcome, TriggerFired
 from chaos.observe.sampler import HEALTH
 from tests.judge.histories import fault, op, series
 

@@ -4,12 +4,8 @@ crafted bad one, histories written by hand."""
 from __future__ import annotations
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    FaultEvent,
-    History,
-    Sample,
-    Stage,
-)
+from chaos.observe.history import History
+from chaos.observe.records import FaultEvent, Sample, Stage
 from tests.judge.histories import fault, status
 
 

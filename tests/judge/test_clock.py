@@ -7,7 +7,8 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.judge.clock import Since, start
-from chaos.observe.history import History, Invoke
+from chaos.observe.history import History
+from chaos.observe.records import Invoke
 from tests.judge.histories import fault, op
 
 

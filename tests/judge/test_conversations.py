@@ -4,13 +4,8 @@ on a crafted bad one, histories written by hand."""
 from __future__ import annotations
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    Complete,
-    History,
-    Invoke,
-    Outcome,
-    Phase,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Complete, Invoke, Outcome, Phase
 from tests.judge.histories import op, status
 
 

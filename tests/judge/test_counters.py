@@ -4,14 +4,9 @@ crafted bad one, histories written by hand."""
 from __future__ import annotations
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    FaultEvent,
-    History,
-    Outcome,
-    Sample,
-    Stage,
-)
+from chaos.observe.history import History
 from chaos.observe.pipeline import Metric
+from chaos.observe.records import FaultEvent, Outcome, Sample, Stage
 from tests.judge.histories import fault, op, series, status
 
 

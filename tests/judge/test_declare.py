@@ -6,13 +6,8 @@ from __future__ import annotations
 from typing import Callable, cast
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    Complete,
-    History,
-    Invoke,
-    Outcome,
-    Phase,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Complete, Invoke, Outcome, Phase
 from chaos.system.tools import REPO_ROOT
 from tests.judge.histories import status
 

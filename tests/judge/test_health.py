@@ -4,12 +4,8 @@ crafted bad one, histories written by hand."""
 from __future__ import annotations
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    History,
-    Outcome,
-    Phase,
-    Sample,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Outcome, Phase, Sample
 from chaos.observe.sampler import HEALTH
 from tests.judge.histories import fault, op, series, status
 

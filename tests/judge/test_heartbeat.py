@@ -4,12 +4,8 @@ a crafted bad one, histories written by hand."""
 from __future__ import annotations
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    FaultEvent,
-    History,
-    Stage,
-    TriggerFired,
-)
+from chaos.observe.history import History
+from chaos.observe.records import FaultEvent, Stage, TriggerFired
 from tests.judge.histories import status
 
 
@@ -31,8 +27,8 @@ def test_decode_gives_prefill_up():
 def test_decode_gives_a_prefill_up_within_both_sides_of_its_window():
     """A held fault healed by decode's line passes no sooner than its misses allow; sooner,
     the heartbeat gave up on fewer misses than it is set to; never, the hold ran out."""
-    from chaos.observe.history import HEAL_ONCE
     from chaos.observe.pipeline import PREFILL_LOST
+    from chaos.observe.records import HEAL_ONCE
 
     def held(given_up_at: float | None) -> History:
         h = History()
@@ -66,8 +62,8 @@ def test_the_heartbeats_soonest_give_up_counts_its_misses():
 
 def test_only_a_heal_on_decode_s_word_counts_as_giving_up():
     """A heal the hold ran out (another trigger) is not decode giving its prefill up."""
-    from chaos.observe.history import HEAL_ONCE
     from chaos.observe.pipeline import PREFILL_LOST
+    from chaos.observe.records import HEAL_ONCE
 
     h = History()
     h.append(FaultEvent(1.0, 0.0, "packet#1", Stage.INJECT, "blackhole kv"))

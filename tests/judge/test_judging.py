@@ -6,12 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    History,
-    Outcome,
-    Phase,
-    VerdictRecord,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Outcome, Phase, VerdictRecord
 from tests.judge.histories import op
 
 

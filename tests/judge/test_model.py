@@ -6,12 +6,9 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    Chunk,
-    History,
-    Phase,
-)
+from chaos.observe.history import History
 from chaos.observe.pipeline import Metric
+from chaos.observe.records import Chunk, Phase
 from suites.test_neighbour_stall import stream_gaps_at_most
 from tests.judge.histories import fault, op, series
 

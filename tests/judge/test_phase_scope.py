@@ -18,8 +18,9 @@ import pytest
 from chaos import verdicts as v
 from chaos.judge.declare import DECLARED, Check
 from chaos.judge.premises import ended_as, open_at_fault, requests_affected
-from chaos.observe.history import Chunk, Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Phase, Sample, Stage
+from chaos.observe.history import History
 from chaos.observe.logs import parse_engine_line
+from chaos.observe.records import Chunk, Complete, FaultEvent, Invoke, LogEvent, Outcome, Phase, Sample, Stage
 from chaos.observe.sampler import HEALTH
 
 # Each check of chaos.judge that takes a phase, made for one.

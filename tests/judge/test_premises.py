@@ -6,11 +6,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    History,
-    Outcome,
-    Phase,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Outcome, Phase
 from tests.judge.histories import fault, op, status
 
 

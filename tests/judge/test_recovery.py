@@ -4,10 +4,8 @@ crafted bad one, histories written by hand."""
 from __future__ import annotations
 
 from chaos import verdicts as v
-from chaos.observe.history import (
-    History,
-    Outcome,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Outcome
 from chaos.observe.sampler import HEALTH
 from tests.judge.histories import fault, op, series, status
 
@@ -65,7 +63,7 @@ def test_recovers_from_when_a_held_engine_answers_again():
 def test_each_heal_is_judged_by_the_requests_before_the_next_injection():
     """A request sent during the second fault, or at its very injection, says nothing of
     the recovery from the first."""
-    from chaos.observe.history import FaultEvent, Stage
+    from chaos.observe.records import FaultEvent, Stage
 
     h = History()
     for t, stage in ((1.0, Stage.INJECT), (2.0, Stage.HEALED), (3.0, Stage.INJECT), (4.0, Stage.HEALED)):

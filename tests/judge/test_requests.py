@@ -7,16 +7,8 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.judge.requests import IN_FLIGHT_S
-from chaos.observe.history import (
-    Chunk,
-    Complete,
-    FaultEvent,
-    History,
-    Invoke,
-    Outcome,
-    Phase,
-    Stage,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Chunk, Complete, FaultEvent, Invoke, Outcome, Phase, Stage
 from tests.judge.histories import fault, op, status
 
 

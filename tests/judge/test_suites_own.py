@@ -5,17 +5,10 @@ from __future__ import annotations
 
 from chaos import verdicts as v
 from chaos.observe.growth import Limit
-from chaos.observe.history import (
-    Chunk,
-    Complete,
-    History,
-    Invoke,
-    LogEvent,
-    Outcome,
-    Phase,
-)
+from chaos.observe.history import History
 from chaos.observe.logs import parse_engine_line
 from chaos.observe.pipeline import Metric
+from chaos.observe.records import Chunk, Complete, Invoke, LogEvent, Outcome, Phase
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish, prefix_reused
 from suites.test_neighbour_stall import stream_gaps_at_most

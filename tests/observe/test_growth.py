@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from chaos import verdicts as v
 from chaos.observe.growth import CHECKPOINT, Limit
-from chaos.observe.history import (
-    History,
-    Sample,
-    TriggerFired,
-)
+from chaos.observe.history import History
 from chaos.observe.pipeline import Metric
+from chaos.observe.records import Sample, TriggerFired
 from suites.test_soak import does_not_grow
 from tests.judge.histories import soak_history, status
 

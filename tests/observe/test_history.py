@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from chaos.observe.history import (
-    History,
-    Outcome,
-)
+from chaos.observe.history import History
+from chaos.observe.records import Outcome
 from tests.judge.histories import fault, op, series
 
 

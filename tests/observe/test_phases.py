@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from chaos.observe.history import Complete, FaultEvent, History, Invoke, Outcome, Phase, Stage
+from chaos.observe.history import History
+from chaos.observe.records import Complete, FaultEvent, Invoke, Outcome, Phase, Stage
 
 
 def _send(

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 from chaos.clients.client import Deadlines
-from chaos.observe.history import Complete, FaultEvent, History, Invoke, LogEvent, Outcome, Stage
+from chaos.observe.history import History
 from chaos.observe.logs import LogCursor, capture_logs, parse_engine_line, parse_router_line
+from chaos.observe.records import Complete, FaultEvent, Invoke, LogEvent, Outcome, Stage
 from chaos.reports import render_timeline, where_stuck
 from chaos.reports.summary import render_run, result_of, write_run_summary, write_test_report
 

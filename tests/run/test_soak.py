@@ -8,8 +8,9 @@ import socket
 import pytest
 
 from chaos.observe.growth import CHECKPOINT, Limit
-from chaos.observe.history import History, Sample, TriggerFired
+from chaos.observe.history import History
 from chaos.observe.pipeline import Metric
+from chaos.observe.records import Sample, TriggerFired
 from chaos.observe.sampler import PROCS, Sampler
 from chaos.reports.growth import render_growth
 from chaos.run.soak import Soak, parse_duration

@@ -193,9 +193,10 @@ def test_live_queue_counts_and_the_stuck_table_on_real_sglang(sglang_stack):
 
     from chaos.clients.client import Deadlines
     from chaos.clients.workloads import Workload
-    from chaos.observe.history import History, Sample
+    from chaos.observe.history import History
     from chaos.observe.logs import LogCursor, capture_logs
     from chaos.observe.pipeline import DECODE_UNSTAGED
+    from chaos.observe.records import Sample
     from chaos.observe.sampler import Sampler, metrics_urls
     from chaos.reports import where_stuck
     from chaos.run.bounds import Bounds
@@ -367,7 +368,8 @@ def test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout(s
     within the bound, this fails, and the known issue is to be dropped."""
     from chaos.clients.client import Deadlines
     from chaos.clients.workloads import Workload
-    from chaos.observe.history import History, Outcome
+    from chaos.observe.history import History
+    from chaos.observe.records import Outcome
     from chaos.observe.sampler import parse_metrics
     from chaos.run.bounds import Bounds
     from chaos.system.wait import wait_until
