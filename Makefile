@@ -5,7 +5,7 @@ setup:
 	scripts/setup.sh
 
 # Real SGLang on CPU: its venv, Mooncake's libraries and the tiny model under .tools/sglang
-# (about 7 GB, 5 minutes on a fresh machine).
+# (about 7 GB, 2 minutes on a fresh machine).
 setup-sglang: setup
 	scripts/setup-sglang.sh
 

