@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.faults.network import enable_proxy, remove_toxic, toxiproxy_restarter
+from chaos.system.wait import wait_until
 from chaos.targets.embedded import EmbeddedStack
 from chaos.targets.toxiproxy import Toxic
 
@@ -84,6 +86,23 @@ def metrics(url: str) -> dict[str, list[tuple[dict[str, str], float, str]]]:
 def gauge(stack: EmbeddedStack, engine: str, name: str) -> float:
     samples = metrics(stack.info.endpoints[engine] + "/metrics").get(f"sglang:{name}", [])
     return sum(v for _, v, _ in samples)
+
+
+def background(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
+    """``fn`` on a daemon thread; its return value lands in the dict under ``value``."""
+    out: dict[str, Any] = {}
+    th = threading.Thread(target=lambda: out.update(value=fn()), daemon=True)
+    th.start()
+    return th, out
+
+
+def decode_holds_a_room(stack: EmbeddedStack) -> None:
+    """Wait until decode has sent a room's metadata and waits for its KV (its transfer queue)."""
+    wait_until(
+        lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1,
+        timeout_s=5,
+        what="decode holding a room in its transfer queue",
+    )
 
 
 @contextmanager

@@ -7,9 +7,8 @@ difference through the black-box interface only: HTTP, metrics, Toxiproxy.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import psutil
@@ -17,7 +16,7 @@ import pytest
 
 from chaos.system.wait import wait_until
 from chaos.targets.stack import Timeouts
-from tests.pdpair import gauge, proxy_down, send, toxic
+from tests.pdpair import background, decode_holds_a_room, gauge, proxy_down, send, toxic
 
 BODY = {"text": "defect probe", "sampling_params": {"max_new_tokens": 4}}
 
@@ -36,13 +35,6 @@ def start(stack_factory):
         stack_factory.stop(s)
 
 
-def background(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
-    out: dict[str, Any] = {}
-    th = threading.Thread(target=lambda: out.update(value=fn()), daemon=True)
-    th.start()
-    return th, out
-
-
 def test_no_bootstrap_timeout_leaves_prefill_waiting(start):
     s = start("no_bootstrap_timeout")
     t = s.info.config["timeouts"]
@@ -56,9 +48,7 @@ def test_no_inflight_watchdog_pins_a_transfer_to_a_frozen_decode(start):
     body = {"input_ids": list(range(1, 1501)), "sampling_params": {"max_new_tokens": 4}}  # 1.5 s forward
     th, out = background(lambda: send(s, "/generate", body, timeout_s=t["inflight_s"] + 6))
     try:
-        wait_until(
-            lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode sent metadata"
-        )
+        decode_holds_a_room(s)
         s.freeze("decode")
         th.join(timeout=t["inflight_s"] + 3.5)
         assert gauge(s, "prefill", "num_prefill_inflight_queue_reqs") == 1  # pinned past the watchdog
@@ -238,9 +228,7 @@ def test_no_heartbeat_never_notices_a_lost_prefill(start):
     s = start("no_heartbeat")
     t = s.info.config["timeouts"]
     th, out = background(lambda: send(s, "/generate", BODY, legs=("decode",), timeout_s=t["waiting_s"] + 3))
-    wait_until(
-        lambda: gauge(s, "decode", "num_decode_transfer_queue_reqs") >= 1, timeout_s=5, what="decode room waiting"
-    )
+    decode_holds_a_room(s)
     with proxy_down(s, "bootstrap"):
         th.join(timeout=t["waiting_s"] + 5)
     d = out["value"]["decode"]

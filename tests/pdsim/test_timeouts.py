@@ -8,12 +8,11 @@ within [timeout, timeout + SLACK_S] of the moment its clock started.
 from __future__ import annotations
 
 import re
-import threading
 import time
 
 import pytest
 
-from tests.pdpair import gauge, proxy_down, send, toxic
+from tests.pdpair import background, decode_holds_a_room, gauge, proxy_down, send, toxic
 
 SLACK_S = 1.0
 BODY = {"text": "a lone request", "sampling_params": {"max_new_tokens": 4}}
@@ -61,31 +60,21 @@ def test_decode_waiting_timeout_fires_with_sglang_message(stack, t):
 def test_prefill_inflight_watchdog_frees_a_transfer_to_a_frozen_decode(stack, t):
     """Decode is frozen after sending its metadata: the KV goes into its socket buffers, no
     ACK ever comes, and decode cannot time out itself. Only the watchdog frees the room."""
-    from chaos.system.wait import wait_until
-
     before = gauge(stack, "prefill", "num_transfer_failed_reqs_total")
-    result = {}
     body = {
         "input_ids": list(range(1, 1501)),
         "sampling_params": {"max_new_tokens": 4},
         "rid": "r-inflight",
     }  # 1.5 s forward
-    worker = threading.Thread(
-        target=lambda: result.update(send(stack, "/generate", body, room=999, timeout_s=t["inflight_s"] + 5))
-    )
-    worker.start()
+    worker, out = background(lambda: send(stack, "/generate", body, room=999, timeout_s=t["inflight_s"] + 5))
     try:
-        wait_until(
-            lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1,
-            timeout_s=5,
-            what="decode sent metadata",
-        )
+        decode_holds_a_room(stack)
         stack.freeze("decode")
         worker.join(timeout=t["inflight_s"] + 3)
     finally:
         stack.thaw("decode")
         worker.join(timeout=10)
-    p = result["prefill"]
+    p = out["value"]["prefill"]
     assert p.status == 500
     forward_s = 1.5
     assert t["inflight_s"] + forward_s <= p.elapsed_s <= t["inflight_s"] + forward_s + SLACK_S
@@ -114,28 +103,16 @@ def test_decode_waiting_timeout_aborts_the_prefill_room_when_kv_stalls(stack, t)
 
 def test_decode_heartbeat_detects_lost_prefill(stack, t):
     """With the bootstrap link down, decode's heartbeat fails interval x N and fails the room."""
-    result = {}
-
-    def run() -> None:
-        result.update(send(stack, "/generate", {**BODY, "rid": "r-hb"}, legs=("decode",), room=31337))
-
-    worker = threading.Thread(target=run)
-    worker.start()
+    worker, out = background(lambda: send(stack, "/generate", {**BODY, "rid": "r-hb"}, legs=("decode",), room=31337))
     try:
-        from chaos.system.wait import wait_until
-
-        wait_until(
-            lambda: gauge(stack, "decode", "num_decode_transfer_queue_reqs") >= 1,
-            timeout_s=5,
-            what="decode room waiting",
-        )
+        decode_holds_a_room(stack)
         with proxy_down(stack, "bootstrap"):
             down_at = time.monotonic()
             worker.join(timeout=t["waiting_s"] + 5)
             detected = time.monotonic() - down_at
     finally:
         worker.join(timeout=15)
-    d = result["decode"]
+    d = out["value"]["decode"]
     assert d.status == 500
     interval, n = t["heartbeat_interval_s"], t["heartbeat_max_failure"]
     assert (n - 1) * interval <= detected <= n * interval + SLACK_S

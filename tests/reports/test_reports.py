@@ -34,22 +34,19 @@ def test_hops_from_crafted_histories():
     _op(h, "router_only", Outcome.CLIENT_TIMEOUT)
     _log(h, "router_only", "router", "started", 1.0)
     _op(h, "pinned", Outcome.CLEAN_ERROR)
-    for svc, st, t in (
-        ("prefill", "bootstrap_queue", 1.0),
-        ("prefill", "waiting", 1.1),
-        ("prefill", "inflight", 1.5),
-        ("decode", "prealloc_queue", 1.0),
-        ("decode", "transfer_queue", 1.1),
-    ):
-        _log(h, "pinned", svc, st, t)
     _op(h, "timed_out", Outcome.CLEAN_ERROR)
-    for svc, st, t in (
-        ("decode", "transfer_queue", 1.0),
-        ("decode", "failed", 4.0),
-        ("prefill", "bootstrap_queue", 1.0),
-        ("prefill", "failed", 4.1),
+    for op, svc, st, t in (
+        ("pinned", "prefill", "bootstrap_queue", 1.0),
+        ("pinned", "prefill", "waiting", 1.1),
+        ("pinned", "prefill", "inflight", 1.5),
+        ("pinned", "decode", "prealloc_queue", 1.0),
+        ("pinned", "decode", "transfer_queue", 1.1),
+        ("timed_out", "decode", "transfer_queue", 1.0),
+        ("timed_out", "decode", "failed", 4.0),
+        ("timed_out", "prefill", "bootstrap_queue", 1.0),
+        ("timed_out", "prefill", "failed", 4.1),
     ):
-        _log(h, "timed_out", svc, st, t)
+        _log(h, op, svc, st, t)
     _op(h, "fine", Outcome.OK)
     rows = {r.op: r for r in where_stuck(h)}
     assert set(rows) == {"nobody", "router_only", "pinned", "timed_out"}

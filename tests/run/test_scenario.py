@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -93,28 +94,22 @@ def _results(reports: Path) -> dict[str, dict]:
     return {r["test"].split("::")[-1]: r for r in (json.loads(p.read_text()) for p in reports.glob("*/*/result.json"))}
 
 
+def _kit(tmp_path: Path, what: str, base: int, reports: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest on the kit's own tests (written under ``tmp_path``), reports in ``reports``."""
+    return run(
+        [sys.executable, "-m", "pytest", what, "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+         f"--port-base={base}", f"--reports-dir={tmp_path / reports}", *args],
+        cwd=ROOT,
+        timeout_s=240,
+    )  # fmt: skip
+
+
 def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig):
     (tmp_path / "test_kit.py").write_text(KIT_SUITE)
     (tmp_path / "test_template.py").write_text(_template())
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["chaos.run.plugin"]\n')
     base = port_base(pytestconfig, "scenario")
-    done = run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(tmp_path),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(tmp_path),
-            f"--port-base={base}",
-            f"--reports-dir={tmp_path / 'reports'}",
-        ],
-        cwd=ROOT,
-        timeout_s=240,
-    )
+    done = _kit(tmp_path, str(tmp_path), base, "reports")
     results = _results(tmp_path / "reports")
     assert set(results) >= {
         "test_body_raises",
@@ -187,25 +182,14 @@ def test_kit_judges_after_the_body_and_the_template_runs(tmp_path, pytestconfig)
     assert f"- embedded on port base {base}, model pdsim/deterministic-1" in summary, summary[-1500:]
 
     # --stop-at-verdict ends the session at a failed verdict, not at one only unknown
-    stopped = run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            str(tmp_path / "test_kit.py"),
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--rootdir",
-            str(tmp_path),
-            f"--port-base={base}",
-            f"--reports-dir={tmp_path / 'stopped'}",
-            "--stop-at-verdict",
-            "-k",
-            "unknown_fails or only_where_lacking or known_issue_gone",
-        ],
-        cwd=ROOT,
-        timeout_s=240,
+    stopped = _kit(
+        tmp_path,
+        str(tmp_path / "test_kit.py"),
+        base,
+        "stopped",
+        "--stop-at-verdict",
+        "-k",
+        "unknown_fails or only_where_lacking or known_issue_gone",
     )
     ran = _results(tmp_path / "stopped")
     assert set(ran) == {"test_unknown_fails_after_the_body", "test_known_issue_only_where_lacking"}, stopped.stdout[
