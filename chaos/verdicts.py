@@ -75,6 +75,7 @@ from chaos.judge.requests import (
     status_agrees_with_body,
     unservable_turned_away,
 )
+from chaos.judge.statuses import statuses_tell_the_truth
 
 __all__ = [
     "Check",
@@ -122,6 +123,7 @@ __all__ = [
     "sigterm_drains",
     "sources_agree",
     "status_agrees_with_body",
+    "statuses_tell_the_truth",
     "unknown",
     "unmet",
     "unservable_turned_away",

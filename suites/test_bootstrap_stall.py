@@ -29,6 +29,7 @@ def test_handshake_blackholed(scenario, workload, faults, bounds):
     scenario.judge(
         v.every_request_terminal(within_s=deadlines.ends_within_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s),
+        v.statuses_tell_the_truth(),  # released by a timeout: told as one
         v.watchdog_fired(
             "prefill bootstrap",
             PREFILL_BOOTSTRAP_FAILED,

@@ -72,6 +72,7 @@ def statuses_in(h: History, allowed: Collection[int], *, phase: Phase, why: str)
 def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults):
     scenario.judge(
         statuses_in(range(400, 500), phase=Phase.FAULT, why="the client's error"),
+        v.statuses_tell_the_truth(),
         v.charged_only_where_struck(scenario.workers()),
         *(
             v.counter_never_rises(scenario.at_worker(CIRCUIT_TRANSITIONS, worker, "open"), why="only clients erred")
@@ -82,7 +83,7 @@ def test_client_errors_never_open_a_circuit(scenario, sampler, workload, faults)
     too_long = workload.chat("word " * OVER_ANY_CONTEXT, max_tokens=2)
     with faults.by_clients(f"{BAD_REQUESTS} requests over the context length"):
         for _ in range(BAD_REQUESTS):
-            workload.request("/v1/chat/completions", too_long)
+            workload.request("/v1/chat/completions", too_long, invalid="over any context")
     workload.request("/v1/chat/completions", workload.chat("a good request", max_tokens=2))
     sampler.wait_for_sample(1.0)  # the breakers' state as of after the last request
 

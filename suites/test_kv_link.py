@@ -90,6 +90,7 @@ def test_stuck_kv_transfer_times_out_on_decode(scenario, workload, faults, bound
     scenario.judge(
         v.every_request_terminal(within_s=bounds.waiting_s + 2 * bounds.slack_s),
         v.failed_requests_are_clean(within_s=bounds.waiting_s + bounds.slack_s, phase=Phase.FAULT),
+        v.statuses_tell_the_truth(),  # decode's waiting timeout released them: told as a timeout
         v.watchdog_fired(
             "decode waiting",
             DECODE_TRANSFER_FAILED,

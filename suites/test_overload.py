@@ -215,6 +215,7 @@ def test_the_router_sheds_beyond_its_limits_at_once_and_serves_the_rest(scenario
         served_or_refused(429, phase=Phase.FAULT),
         refused_within(429, DOOR_S, phase=Phase.FAULT),
         v.failed_requests_are_clean(),
+        v.statuses_tell_the_truth(),  # shed: a status that says "retry", not the client's error
     )
     with faults.by_clients(f"burst: {n} requests at once against smg's {ADMITTED} admitted and {ROUTER_QUEUE} queued"):
         workload.background(

@@ -260,8 +260,10 @@ class Client:
         phase: Phase = Phase.DERIVED,
         workload: str = "",
         hang_up_after: HangUp | None = None,
+        invalid: str = "",
     ) -> Complete:
         """Send one request, record it, and return how it ended (the history's record).
+        ``invalid`` says why the request is the client's own error, where it is one.
         ``hang_up_after`` closes a stream on purpose (a client abort): after N data events,
         or at the first event once an ``Event`` is set. That ends as ``hung_up``, the
         client's own decision, not a failure."""
@@ -281,6 +283,7 @@ class Client:
                 phase,
                 workload,
                 **asked_of(body),
+                invalid=invalid,
             )
         )
         with waiting(f"{op} {path} to end (its client deadline)", self.deadlines.ends_within_s):

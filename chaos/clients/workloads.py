@@ -229,12 +229,19 @@ class Workload:
         deadlines: Deadlines | None = None,
         hang_up_after: HangUp | None = None,
         workload: str = "",
+        invalid: str = "",
     ) -> Complete:
-        """One request on a fresh connection (a workload of its own unless ``workload`` names one)."""
+        """One request on a fresh connection (a workload of its own unless ``workload`` names
+        one); ``invalid``: why it is the client's own error, where it is one."""
         client = Client(self.base_url, self.history, deadlines or self.deadlines)
         try:
             return client.request(
-                path, body, phase=phase, workload=workload or self._name("request"), hang_up_after=hang_up_after
+                path,
+                body,
+                phase=phase,
+                workload=workload or self._name("request"),
+                hang_up_after=hang_up_after,
+                invalid=invalid,
             )
         finally:
             client.close()

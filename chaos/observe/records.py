@@ -95,6 +95,9 @@ class Invoke:
     max_tokens: int | None = None
     ignore_eos: bool = False
     stops: bool = False
+    # why the request is the client's own error (over any context, a model nobody serves), or
+    # "" for a request a healthy system serves: the status it gets must say whose error it was
+    invalid: str = ""
     kind: str = "invoke"
 
     def __post_init__(self) -> None:

@@ -42,6 +42,7 @@ ROWS: dict[str, Callable[[], v.Check]] = {
     "failed_requests_are_clean(within_s)": lambda: v.failed_requests_are_clean(within_s=3),
     "outcomes_in": lambda: v.outcomes_in(set()),
     "status_agrees_with_body": lambda: v.status_agrees_with_body(),
+    "statuses_tell_the_truth": lambda: v.statuses_tell_the_truth(),
     "no_hidden_fault": lambda: v.no_hidden_fault(),
     "sigterm_drains": lambda: v.sigterm_drains(),
     "unservable_turned_away": lambda: v.unservable_turned_away(within_s=3, workload="unservable#1"),

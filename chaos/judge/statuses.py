@@ -1,0 +1,90 @@
+"""Whether a failed request's status tells the truth about whose failure it was.
+
+A client decides from the status whether to fix its request, retry, or give up: a 4xx says
+"your request is wrong, sending it again will not help"; a 5xx, 408 or 429 says "the service
+failed, try again". A status that blames the wrong side sends a retrying client into a loop
+(its own error told as the server's: sglang #31206, smg #2565 charged a client's 400 to a
+worker's breaker) or makes it drop a request a retry would have served (the server's failure
+told as the client's). And a request an engine's timeout released must be told as a timeout,
+or nobody looking at the client's log can tell a slow hop from a broken one.
+
+What is known, not guessed: which requests are the client's own error the workload says when
+it sends them (``Invoke.invalid``); which requests a timeout released, the engines' logs say
+(``chaos.judge.attempts.endings``, parsed when captured).
+"""
+
+from __future__ import annotations
+
+from chaos.judge.attempts import FAILED, OPEN, SERVED, endings
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, nothing_at_stake, passed
+from chaos.judge.ops import completed, label, naming, phase_tag
+from chaos.observe.history import History
+from chaos.observe.records import Done, Outcome, Phase
+
+__all__ = ["statuses_tell_the_truth"]
+
+RETRY = frozenset({408, 429})  # 4xx statuses that say "try again": a timeout, too many requests
+TIMEOUT_STATUSES = frozenset({408, 504})
+TIMEOUT_WORDS = ("timed out", "timeout")
+NOT_A_BACKSTOP = frozenset({SERVED, "served", OPEN, "failed", *FAILED})  # what else ends an attempt
+
+
+def _blames_the_client(status: int | None) -> bool:
+    return status is not None and 400 <= status < 500 and status not in RETRY
+
+
+def _told_as_a_timeout(o: Done) -> bool:
+    return o.complete.status in TIMEOUT_STATUSES or any(w in o.complete.error.lower() for w in TIMEOUT_WORDS)
+
+
+def _lie(o: Done, released_by: set[str]) -> str:
+    """How ``o``'s status misleads its client, or "" where it tells the truth."""
+    status = o.complete.status
+    if o.invoke.invalid and not _blames_the_client(status):
+        return f"the client's own error ({o.invoke.invalid}) answered {status}, not a 4xx"
+    if not o.invoke.invalid and _blames_the_client(status):
+        return f"a valid request answered {status}, the client's error"
+    if released_by and not _told_as_a_timeout(o):
+        return f"released by {', '.join(sorted(set(released_by)))}, told as {status} {o.complete.error[:80]!r}"
+    return ""
+
+
+@verdict(lambda phase=None, **_: "statuses_tell_the_truth" + phase_tag(phase))
+def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Finding:
+    """Every request that failed with an answer (``clean_error``) got a status that says whose
+    failure it was: the client's own error a 4xx (not 408 or 429, which say "retry"); any
+    other failure never such a 4xx; a request an engine's timeout released (its bootstrap or
+    waiting timeout, prefill's inflight watchdog) a 408 or 504, or an error that says it timed
+    out. What no answer reached (a timeout at the client, a cut connection) says no status
+    and is not judged here (``failed_requests_are_clean``)."""
+    answered = [o for o in completed(h, phase) if o.outcome is Outcome.CLEAN_ERROR]
+    if not answered:
+        return nothing_at_stake("no request failed with an answer", of=0)
+    ops = [o.invoke.op for o in answered]
+    released: dict[str, set[str]] = {op: set() for op in ops}
+    for service in ("prefill", "decode"):
+        for op, ends in endings(h, ops, service).items():
+            released[op] |= {e.by for e in ends if e.by not in NOT_A_BACKSTOP}
+    lies = {o.invoke.op: why for o in answered if (why := _lie(o, released[o.invoke.op]))}
+    statuses = sorted({str(o.complete.status) for o in answered})
+    if lies:
+        return naming(
+            [o for o in answered if o.invoke.op in lies],
+            len(answered),
+            "failed requests got a status that misleads their client",
+            lambda o: f"{label(o)}: {lies[o.invoke.op]}",
+            statuses=statuses,
+            lies=lies,
+        )
+    invalid = sum(1 for o in answered if o.invoke.invalid)
+    timed = sum(1 for op in ops if released[op])
+    return passed(
+        f"{len(answered)} failed request(s), each status telling whose failure it was "
+        f"({invalid} the client's own, {timed} released by a timeout; statuses {', '.join(statuses)})",
+        stake=len(answered),
+        of=len(answered),
+        statuses=statuses,
+        invalid=invalid,
+        timed_out=timed,
+    )

@@ -1,0 +1,61 @@
+"""``chaos.judge.statuses``: a failed request's status says whose failure it was. Each rule
+passes on a truthful history and fails on a crafted lie; histories written by hand."""
+
+from __future__ import annotations
+
+from chaos import verdicts as v
+from chaos.observe.history import History
+from chaos.observe.logs import parse_engine_line
+from chaos.observe.records import Complete, Invoke, LogEvent, Outcome, Phase
+from tests.judge.histories import PDSIM_WAITING
+
+
+def _failed(h: History, name: str, status: int | None, error: str = "", *, invalid: str = "") -> None:
+    h.append(Invoke(0.0, 0.0, name, "/v1/chat/completions", False, phase=Phase.FAULT, invalid=invalid))
+    h.append(Complete(1.0, 0.0, name, Outcome.CLEAN_ERROR, status, error))
+
+
+def _released_by_the_waiting_timeout(h: History, name: str) -> None:
+    fields = parse_engine_line(PDSIM_WAITING) | {"rid": f"r-{name}"}
+    h.append(LogEvent(0.9, "decode", PDSIM_WAITING, op=name, fields=fields))
+
+
+def test_the_clients_own_error_is_a_4xx_and_no_other_failure_is():
+    truthful, blamed_server, blamed_client = History(), History(), History()
+    for h in (truthful, blamed_server, blamed_client):
+        _failed(h, "outage", 503, "No available decode workers")
+        _failed(h, "shed", 429, "admission queue is at capacity")  # "retry": not the client's error
+    _failed(truthful, "too_long", 400, "longer than the context", invalid="over any context")
+    _failed(blamed_server, "too_long", 500, "Internal Server Error", invalid="over any context")
+    _failed(blamed_client, "too_long", 400, "longer than the context", invalid="over any context")
+    _failed(blamed_client, "valid", 400, "Bad Request")
+    check = v.statuses_tell_the_truth()
+    judged = check(truthful)
+    assert judged.status is v.Status.PASS and judged.evidence.values["invalid"] == 1
+    assert judged.evidence.values["statuses"] == ["400", "429", "503"]
+    lie = check(blamed_server)
+    assert lie.status is v.Status.FAIL and lie.evidence.ops == ("too_long",)
+    assert set(lie.evidence.values["lies"]) == {"too_long"}
+    lie = check(blamed_client)
+    assert lie.status is v.Status.FAIL and lie.evidence.ops == ("valid",)
+
+
+def test_a_request_a_timeout_released_is_told_as_one():
+    told, hidden, by_status = History(), History(), History()
+    _failed(told, "a", 500, "Decode transfer failed: Request 9069 timed out after 6.0s in KVPoll.WaitingForInput")
+    _failed(hidden, "a", 500, "Internal Server Error")
+    _failed(by_status, "a", 504, "Gateway Timeout")
+    for h in (told, hidden, by_status):
+        _released_by_the_waiting_timeout(h, "a")
+    check = v.statuses_tell_the_truth()
+    assert check(told).status is v.Status.PASS and check(told).evidence.values["timed_out"] == 1
+    assert check(by_status).status is v.Status.PASS
+    lie = check(hidden)
+    assert lie.status is v.Status.FAIL and "waiting timeout" in lie.evidence.values["lies"]["a"]
+
+
+def test_what_no_answer_reached_is_not_at_stake():
+    h = History()
+    h.append(Invoke(0.0, 0.0, "cut", "/v1/chat/completions", True, phase=Phase.FAULT))
+    h.append(Complete(1.0, 0.0, "cut", Outcome.CONNECTION_ERROR, None, "Connection reset by peer"))
+    assert v.statuses_tell_the_truth()(h).status is v.Status.NOT_AT_STAKE
