@@ -62,10 +62,13 @@ def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Findin
     if not answered:
         return nothing_at_stake("no request failed with an answer", of=0)
     ops = [o.invoke.op for o in answered]
+    # the answer comes from a request's last attempt at each engine: an earlier one a timeout
+    # released and a retry then failed otherwise (a circuit opened) is told by that retry
     released: dict[str, set[str]] = {op: set() for op in ops}
     for service in ("prefill", "decode"):
         for op, ends in endings(h, ops, service).items():
-            released[op] |= {e.by for e in ends if e.by not in NOT_A_BACKSTOP}
+            if ends and ends[-1].by not in NOT_A_BACKSTOP:
+                released[op].add(ends[-1].by)
     lies = {o.invoke.op: why for o in answered if (why := _lie(o, released[o.invoke.op]))}
     statuses = sorted({str(o.complete.status) for o in answered})
     if lies:

@@ -15,8 +15,8 @@ def _failed(h: History, name: str, status: int | None, error: str = "", *, inval
     h.append(Complete(1.0, 0.0, name, Outcome.CLEAN_ERROR, status, error))
 
 
-def _released_by_the_waiting_timeout(h: History, name: str) -> None:
-    fields = parse_engine_line(PDSIM_WAITING) | {"rid": f"r-{name}"}
+def _released_by_the_waiting_timeout(h: History, name: str, rid: str = "r1") -> None:
+    fields = parse_engine_line(PDSIM_WAITING) | {"rid": rid}
     h.append(LogEvent(0.9, "decode", PDSIM_WAITING, op=name, fields=fields))
 
 
@@ -52,6 +52,12 @@ def test_a_request_a_timeout_released_is_told_as_one():
     assert check(by_status).status is v.Status.PASS
     lie = check(hidden)
     assert lie.status is v.Status.FAIL and "waiting timeout" in lie.evidence.values["lies"]["a"]
+    # a retry's own failure is what the answer tells: a timeout released the first attempt only
+    retried = History()
+    _failed(retried, "a", 503, "No available servers: No available decode workers (all circuits open)")
+    _released_by_the_waiting_timeout(retried, "a")
+    retried.append(LogEvent(0.95, "decode", "rid=r2 state=failed", op="a", fields={"rid": "r2", "state": "failed"}))
+    assert check(retried).status is v.Status.PASS
 
 
 def test_what_no_answer_reached_is_not_at_stake():
