@@ -29,6 +29,7 @@ SCOPED: dict[str, Callable[[Phase], Check]] = {
     "failed_requests_are_clean": lambda p: v.failed_requests_are_clean(phase=p),
     "outcomes_in": lambda p: v.outcomes_in({Outcome.OK}, phase=p),
     "status_agrees_with_body": lambda p: v.status_agrees_with_body(phase=p),
+    "statuses_tell_the_truth": lambda p: v.statuses_tell_the_truth(phase=p),
     "finish_reasons_tell_the_truth": lambda p: v.finish_reasons_tell_the_truth(phase=p),
     "health_tells_truth": lambda p: v.health_tells_truth("decode", phase=p),
     "backstops_stay_idle": lambda p: v.backstops_stay_idle(phase=p),
