@@ -271,7 +271,8 @@ class DecodeEngine(Engine):
 
     def _blocking_decoding(self) -> contextlib.AbstractAsyncContextManager[Any]:
         """Held around a decode step and a call to a bootstrap server: where those calls
-        block decoding (a defect) they exclude each other, as a blocking call inside the scheduler would; otherwise a no-op."""
+        block decoding (a defect) they exclude each other, as a blocking call inside the
+        scheduler would; otherwise a no-op."""
         return self._step if self.cfg.behaviour.bootstrap_calls_block_decoding else contextlib.nullcontext()
 
     # ---- kv server (prefill -> decode) ----------------------------------------------------

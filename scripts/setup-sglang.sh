@@ -33,11 +33,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # under .tools, bytecode compiled as pip does (the engines import it at every start, and the
   # compose engines read the venv through a mount): 89 s on this machine, pip 23.2 took 223 s
   [ -x .venv/bin/uv ] || .venv/bin/pip install -q "uv==$UV_VERSION"
-  install() { UV_CACHE_DIR="$T/uv-cache" .venv/bin/uv pip install --compile-bytecode --python "$T/venv/bin/python" "$@"; }
+  uv_install() { UV_CACHE_DIR="$T/uv-cache" .venv/bin/uv pip install --compile-bytecode --python "$T/venv/bin/python" "$@"; }
   {
-    install "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" \
-    && install --no-deps "sglang==$SGLANG_VERSION" \
-    && install -r sglang_cpu/requirements.txt "mooncake-transfer-engine-non-cuda==$MOONCAKE_VERSION"
+    uv_install "torch==$TORCH_VERSION" "torchvision==$TORCHVISION_VERSION" \
+    && uv_install --no-deps "sglang==$SGLANG_VERSION" \
+    && uv_install -r sglang_cpu/requirements.txt "mooncake-transfer-engine-non-cuda==$MOONCAKE_VERSION"
   } >"$log" 2>&1 || { tail -n 40 "$log" >&2; exit 1; }
   echo "$want" >"$stamp"
 fi

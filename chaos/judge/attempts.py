@@ -72,6 +72,11 @@ class End(NamedTuple):
     by: str
     after_s: float | None = None
 
+    @property
+    def by_a_backstop(self) -> bool:
+        """A backstop released the attempt: only a backstop's release carries its seconds."""
+        return self.after_s is not None
+
     def __str__(self) -> str:
         """In words a report shows: ``waiting timeout after 6s``."""
         return self.by if self.after_s is None else f"{self.by} after {self.after_s:g}s"

@@ -15,7 +15,7 @@ it sends them (``Invoke.invalid``); which requests a timeout released, the engin
 
 from __future__ import annotations
 
-from chaos.judge.attempts import FAILED, OPEN, SERVED, endings
+from chaos.judge.attempts import endings
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming, phase_tag
@@ -27,7 +27,6 @@ __all__ = ["statuses_tell_the_truth"]
 RETRY = frozenset({408, 429})  # 4xx statuses that say "try again": a timeout, too many requests
 TIMEOUT_STATUSES = frozenset({408, 504})
 TIMEOUT_WORDS = ("timed out", "timeout")
-NOT_A_BACKSTOP = frozenset({SERVED, "served", OPEN, "failed", *FAILED})  # what else ends an attempt
 
 
 def _blames_the_client(status: int | None) -> bool:
@@ -46,7 +45,7 @@ def _lie(o: Done, released_by: set[str]) -> str:
     if not o.invoke.invalid and _blames_the_client(status):
         return f"a valid request answered {status}, the client's error"
     if released_by and not _told_as_a_timeout(o):
-        return f"released by {', '.join(sorted(set(released_by)))}, told as {status} {o.complete.error[:80]!r}"
+        return f"released by {', '.join(sorted(released_by))}, told as {status} {o.complete.error[:80]!r}"
     return ""
 
 
@@ -67,7 +66,7 @@ def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Findin
     released: dict[str, set[str]] = {op: set() for op in ops}
     for service in ("prefill", "decode"):
         for op, ends in endings(h, ops, service).items():
-            if ends and ends[-1].by not in NOT_A_BACKSTOP:
+            if ends and ends[-1].by_a_backstop:
                 released[op].add(ends[-1].by)
     lies = {o.invoke.op: why for o in answered if (why := _lie(o, released[o.invoke.op]))}
     statuses = sorted({str(o.complete.status) for o in answered})
