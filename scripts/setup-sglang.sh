@@ -43,12 +43,24 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 # The engines run in a network namespace of the stack's own, whose links are broken with
-# packet rules (chaos.system.netns): nsenter (util-linux), ip and tc (iproute2), iptables.
-if [ "$(id -u)" = 0 ] && { ! command -v iptables >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; }; then
-  export DEBIAN_FRONTEND=noninteractive
-  { apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null 2>&1 \
-    || { apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null; }; } \
-    || echo "setup-sglang: could not install iptables and iproute2: the sglang-cpu target will lack its kv and control links" >&2
+# packet rules (chaos.system.netns): nsenter (util-linux), ip and tc (iproute2), iptables; and
+# delayed by the delayer (chaos.system.delayer), whose binding is built against
+# libnetfilter-queue (its headers, and a C compiler).
+if [ "$(id -u)" = 0 ]; then
+  need=()
+  command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v tc >/dev/null 2>&1 || need+=(iproute2)
+  command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+  [ -e /usr/include/libnetfilter_queue/libnetfilter_queue.h ] || need+=(libnetfilter-queue-dev)
+  if [ "${#need[@]}" -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
+      || { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; } \
+      || echo "setup-sglang: could not install ${need[*]}: the sglang-cpu target will lack some of its link faults" >&2
+  fi
+  .venv/bin/python -c "import netfilterqueue" 2>/dev/null \
+    || .venv/bin/pip install -q -e '.[packets]' \
+    || echo "setup-sglang: could not install the packets extra: the sglang-cpu target will lack link_delay" >&2
 fi
 
 # Mooncake's engine.so needs libibverbs.so.1 (and libnl) at load time, even over TCP.

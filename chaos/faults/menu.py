@@ -19,6 +19,7 @@ from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll, CacheFlush
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault
+from chaos.faults.packet_delay import PacketDelay
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
 from chaos.faults.runner import DEFAULT_TRIGGER_DEADLINE_S, FaultBlock, FaultRunner
 from chaos.observe.triggers import Condition
@@ -142,8 +143,15 @@ class Faults(FaultRunner):
         return self.apply(fault, when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
     def latency(self, link: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any) -> FaultBlock:
-        """Delay on the link (suites that delay an engine link need ``link_delay``)."""
-        self._toxiproxy_only(link, "latency")
+        """Delay on the link (suites that delay an engine link need ``link_delay``): Toxiproxy's
+        latency toxic, or on a packet link the delayer, on the data's way (to the link's
+        ports, where ``stream`` is not needed)."""
+        if self._by_packets(link):
+            if getattr(self.target, "link_fault", None):
+                raise ConfigError(f"delay on {link}: an attached deployment's stack file gives no delay command")
+            kw.pop("stream", None)
+            fault = PacketDelay(self.target, link, latency_ms, jitter_ms=jitter_ms)  # type: ignore[arg-type]
+            return self.apply(fault, **kw)
         return self.toxic(link, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
 
     def bandwidth(self, link: str, rate_kb_s: int, **kw: Any) -> FaultBlock:

@@ -11,6 +11,9 @@ rules are keyed on the port a link's connections are made to (both directions:
         blackhole  DROP                             packets vanish: TCP retransmits, peers hang
         reset      REJECT --reject-with tcp-reset   open connections reset, new ones refused
         refuse     the same, on SYN only            new connections refused, open ones carry on
+        delay      NFQUEUE --queue-bypass, on the traffic *to* the ports: each packet is
+                   handed to the delayer (``chaos.system.delayer``), which holds it for its
+                   delay; with no delayer bound to the queue, packets pass
     tc, on lo: an htb root whose default class does not exist, so unclassified traffic
         passes unshaped; a fault adds one class at its rate and u32 filters on the traffic
         *to* its ports (the data's way on a link: prefill's KV to decode's transport), so a
@@ -23,6 +26,7 @@ Each fault reads its own counters (packets and bytes matched) for its evidence.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -32,7 +36,7 @@ from functools import cache
 from chaos.errors import ConfigError, FaultNotApplied
 from chaos.system.procs import run
 
-__all__ = ["CHAIN", "MODES", "Namespace", "netem_available"]
+__all__ = ["CHAIN", "MODES", "Namespace", "nfqueue_available"]
 
 CHAIN = "PDCHAOS"
 MODES = ("blackhole", "reset", "refuse")
@@ -54,19 +58,24 @@ def _need(tool: str) -> str:
 
 
 @cache
-def netem_available() -> bool:
-    """Whether this kernel has the netem qdisc (delay): tried once in a throwaway namespace.
-    Some kernels ship without it (this project's CI machines: "Specified qdisc kind is
-    unknown"); then delay on a packet link is a capability the target lacks."""
+def nfqueue_available() -> bool:
+    """Whether a packet link can be delayed here: the delayer's binding (NetfilterQueue, the
+    ``packets`` extra that ``make setup-sglang`` installs) imports, and the kernel takes an
+    NFQUEUE rule (tried once in a throwaway namespace). netem would do it in the kernel, but
+    this project's machines lack it ("Specified qdisc kind is unknown")."""
+    if importlib.util.find_spec("netfilterqueue") is None or shutil.which("iptables") is None:
+        return False
     try:
         probe = subprocess.run(
-            ["unshare", "--net", _need("tc"), "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-            capture_output=True,
-            timeout=_CALL_S,
+            ["unshare", "--net", "iptables", "-A", "INPUT", *_queue_target(1)], capture_output=True, timeout=_CALL_S
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return probe.returncode == 0
+
+
+def _queue_target(queue: int) -> tuple[str, ...]:
+    return ("-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass")
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,21 @@ class Namespace:
 
     def remove_rules(self, mode: str, ports: tuple[int, ...], tag: str) -> None:
         for spec in self._specs(mode, ports, tag):
+            self.run(_need("iptables"), "-D", CHAIN, *spec, check=False)
+
+    def _queue_specs(self, ports: tuple[int, ...], queue: int, tag: str) -> list[tuple[str, ...]]:
+        return [
+            ("-p", "tcp", "--dport", str(p), "-m", "comment", "--comment", tag, *_queue_target(queue)) for p in ports
+        ]
+
+    def add_queue(self, ports: tuple[int, ...], queue: int, tag: str) -> None:
+        """The traffic to ``ports`` handed to NFQUEUE ``queue`` (the delayer bound to it)."""
+        self._chain()
+        for spec in self._queue_specs(ports, queue, tag):
+            self.run(_need("iptables"), "-A", CHAIN, *spec)
+
+    def remove_queue(self, ports: tuple[int, ...], queue: int, tag: str) -> None:
+        for spec in self._queue_specs(ports, queue, tag):
             self.run(_need("iptables"), "-D", CHAIN, *spec, check=False)
 
     def rule_counters(self, tag: str) -> Counters | None:

@@ -40,8 +40,9 @@ class Capability(enum.Enum):
     # Never for Mooncake over RDMA: its bytes cross no kernel socket.
     KV_LINK = "kv_link"  # prefill's KV to decode
     CONTROL_LINK = "control_link"  # decode's handshake with prefill (per request)
-    # latency on the engine links the target can break: Toxiproxy's latency toxic, or netem on
-    # a packet link where the kernel has it (absent on this project's CI machines)
+    # latency on the engine links the target can break: Toxiproxy's latency toxic, or on a
+    # packet link the delayer behind an NFQUEUE rule (chaos.faults.packet_delay), where its
+    # binding is installed (make setup-sglang) and the kernel has NFQUEUE
     LINK_DELAY = "link_delay"
     PROXIED_BOOTSTRAP = "proxied_bootstrap"
     PROCESS_CONTROL = "process_control"  # kill/freeze/restart services

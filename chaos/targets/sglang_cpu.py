@@ -34,7 +34,7 @@ import httpx
 
 from chaos.errors import ConfigError, FaultNotApplied
 from chaos.faults.packet import PacketLink
-from chaos.system.netns import Namespace, netem_available
+from chaos.system.netns import Namespace, nfqueue_available
 from chaos.system.procs import ProcSpec, since_last_start
 from chaos.system.shm import remove_orphans
 from chaos.system.tools import REPO_ROOT
@@ -93,7 +93,7 @@ PACKET_LINKS = (
 )  # what real engines in a namespace of the stack's own lose by packet rules
 PACKET_CAPABILITIES = frozenset(
     {Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW}
-    | ({Capability.LINK_DELAY} if netem_available() else set())
+    | ({Capability.LINK_DELAY} if nfqueue_available() else set())
     if _NETNS
     else set()
 )

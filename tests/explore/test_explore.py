@@ -104,7 +104,7 @@ def test_schedules_fire_only_what_the_target_can():
     wheres = {s.strike.where for sch in real for s in sch.steps if s.strike}
     assert wheres and not wheres & {"kv", "control"}  # real SGLang's engine links are not proxied there
     delayed = {s.where for s in strikes_for(REAL_SGLANG) if s.action == "latency"}
-    assert delayed == {"client_router"}  # no link delay on the bootstrap link without netem
+    assert delayed == {"client_router"}  # REAL_SGLANG alone: no delay on the engine links without link_delay
 
 
 def test_an_unservable_load_or_impatient_clients_take_no_card():

@@ -17,7 +17,8 @@ import pytest
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.packet import PacketFault, PacketLink
-from chaos.system.netns import Namespace
+from chaos.faults.packet_delay import PacketDelay
+from chaos.system.netns import Namespace, nfqueue_available
 from chaos.system.ports import PortAllocator
 from chaos.system.procs import ProcSpec, alive, run, spawn, stop_group
 from chaos.system.wait import wait_until
@@ -206,10 +207,116 @@ def test_a_suite_names_the_link_and_the_target_picks_the_mechanism(stage):
         assert (
             isinstance(fault, PacketFault) and fault.mode == "reset"
         )  # Toxiproxy's down closes open connections and refuses new ones: so does reset
+    if nfqueue_available():
+        with faults.latency("echo", 100, stream="upstream") as fault:
+            assert isinstance(fault, PacketDelay) and fault.latency_ms == 100
+            assert _echo(stage.port, b"z") == "ok"
     for refused in (
-        lambda: faults.latency("echo", 100),
         lambda: faults.limit_data("echo", 10),
         lambda: faults.blackhole("echo", timeout_ms=500),
     ):
         with pytest.raises(ConfigError, match="needs a Toxiproxy on the link"):
             refused()
+
+
+needs_nfqueue = pytest.mark.skipif(
+    not nfqueue_available(), reason="delay on a packet link needs the packets extra and NFQUEUE (make setup-sglang)"
+)
+
+
+def _timed_echo(port: int, payload: bytes, timeout_s: float = 10.0) -> tuple[str, float]:
+    t0 = time.monotonic()
+    got = _echo(port, payload, timeout_s=timeout_s)
+    return got, time.monotonic() - t0
+
+
+@needs_nfqueue
+def test_a_delay_holds_each_packet_to_the_link_and_heals(stage):
+    _, before = _timed_echo(stage.port, b"x" * 100)
+    fault = PacketDelay(stage, "echo", 200)
+    fault.inject()
+    try:
+        assert "NFQUEUE" in fault.verify()
+        got, during = _timed_echo(stage.port, b"x" * 100)
+    finally:
+        fault.heal()
+    assert got == "ok"
+    # the connect's SYN and the data each wait 200 ms on their way to the server
+    assert during >= 0.4 > before, (before, during)
+    figures = fault.figures
+    assert figures["packets"] >= 3 and figures["held_ms_min"] >= 200, figures  # never held less than the delay
+    assert figures["reordered"] == 0, figures  # no jitter: no reordering
+    assert "the delayer held" in fault.verify_healed()
+    assert "pdchaos" not in stage.ns.run("iptables", "-S")
+    assert _timed_echo(stage.port, b"after the heal")[1] < 0.4
+
+
+SEGMENTS = """
+import socket, sys, time
+c = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+sent = b"".join(i.to_bytes(4, "big") for i in range(200))
+for i in range(0, len(sent), 4):
+    c.sendall(sent[i : i + 4])  # a segment each, 2 ms apart
+    time.sleep(0.002)
+got = b""
+while len(got) < len(sent) and (chunk := c.recv(65536)):
+    got += chunk
+print("ok" if got == sent else f"garbled {len(got)}")
+"""
+
+
+@needs_nfqueue
+def test_jitter_reorders_packets_and_the_stream_survives(stage):
+    fault = PacketDelay(stage, "echo", 40, jitter_ms=30, seed=7)
+    fault.inject()
+    try:
+        # sent from inside the namespace, so that each write is a segment of its own on the link
+        got = stage.ns.run(sys.executable, "-c", SEGMENTS, str(stage.port)).strip()
+    finally:
+        fault.heal()
+    assert got == "ok"  # TCP put the reordered segments back in order
+    figures = fault.figures
+    assert figures["packets"] >= 100 and figures["reordered"] > 0, figures
+    assert figures["held_ms_min"] >= 10 and figures["held_ms_max"] <= 70 + 20, figures  # 40 ± 30 ms, plus a tick
+
+
+@needs_nfqueue
+def test_the_heal_lets_every_held_packet_go_at_once(stage):
+    fault = PacketDelay(stage, "echo", 30_000)
+    fault.inject()
+    with socket.socket() as c:
+        c.settimeout(10)
+        c.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            c.connect(("127.0.0.1", stage.port))  # its SYN now waits 30 s in the delayer
+        wait_until(lambda: fault.figures.get("held_now", 0) > 0, timeout_s=5, what="the SYN held")
+        fault.heal()
+        c.setblocking(True)
+        c.sendall(b"released")
+        assert c.recv(100) == b"released"
+    assert fault.figures["released_at_stop"] >= 1, fault.figures
+
+
+@needs_nfqueue
+def test_the_delayer_goes_when_its_starter_dies(stage, tmp_path):
+    """A crashed rig leaves no delayer behind: it would keep the stack's namespace alive."""
+    starter = spawn(
+        ProcSpec(
+            "starter",
+            (
+                "sh",
+                "-c",
+                f"{' '.join(stage.ns.enter())} {sys.executable} -m chaos.system.delayer --queue 99 --delay-ms 10 --parent $$ & wait",
+            ),
+            {},
+            tmp_path / "starter.log",
+        )
+    )
+    found = wait_until(
+        lambda: run(["pgrep", "-f", "^\\S*python\\S* -m chaos.system.delayer --queue 99"], timeout_s=5).stdout.split(),
+        timeout_s=5,
+        what="the delayer started",
+    )
+    os.kill(starter, 9)
+    wait_until(lambda: not any(alive(int(pid)) for pid in found), timeout_s=5, what="the delayer gone")

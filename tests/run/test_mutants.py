@@ -189,7 +189,7 @@ def test_known_to_fail():
     assert HOW == "never"
 
 
-@pytest.mark.needs("link_delay")  # which sglang-cpu lacks (no netem here)
+@pytest.mark.needs("defects")  # pdsim's alone: sglang-cpu lacks it
 def test_needs_what_no_target_has(history):
     pass
 """

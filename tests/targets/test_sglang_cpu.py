@@ -21,6 +21,7 @@ import pytest
 
 from chaos.faults.packet import PacketFault
 from chaos.run.stack_factory import StackFactory
+from chaos.system.netns import nfqueue_available
 from chaos.system.procs import run
 from chaos.system.tools import REPO_ROOT
 from chaos.system.wait import wait_until
@@ -159,7 +160,8 @@ def test_capabilities_claim_the_links_it_can_break():
     )
     # Mooncake and ZMQ pick random ports: packet rules in the stack's namespace, where it can make one
     assert (Capability.KV_LINK in caps and Capability.CONTROL_LINK in caps) == packet_links_possible()
-    assert Capability.LINK_DELAY not in caps  # delay on a packet link would need netem: not claimed
+    # delay on a packet link: the delayer behind NFQUEUE, where its binding is installed
+    assert (Capability.LINK_DELAY in caps) == (packet_links_possible() and nfqueue_available())
     assert Capability.DEFECTS not in caps  # pdsim's defects are pdsim's
     assert Capability.LIVE_QUEUE_GAUGES in caps  # SGLang's /v1/loads, sampled beside /metrics
 

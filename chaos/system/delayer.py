@@ -1,0 +1,180 @@
+"""The delayer: a process that holds each packet an NFQUEUE rule hands it for a set delay,
+then lets it go on: latency, jitter and the reordering jitter brings, on a packet link.
+
+Toxiproxy delays a link it sits on; real engines pick their KV and control ports at start,
+so no proxy sits on those links (``chaos.system.netns``). The kernel's netem qdisc would
+delay them, but this project's machines have no netem ("Specified qdisc kind is unknown").
+NFQUEUE they have: a rule in the stack's namespace queues the link's packets to userspace,
+and this process, started inside that namespace, gives each one its verdict when its time
+comes. Each packet is released ``delay_ms`` plus a uniform draw in ``[-jitter_ms,
+jitter_ms]`` after it arrived (never before it arrived), in the order of those times, as
+netem does: jitter wider than the gap between two packets reorders them.
+
+It runs until SIGTERM or SIGINT, then lets every packet it still holds go on at once (a
+heal loses nothing), and it exits by itself once the process that started it is gone (the
+rig crashed), so it never keeps the stack's namespace alive. Its figures (packets, bytes,
+the holds it gave, the packets it reordered) are written as JSON to ``--stats`` while it
+runs and when it stops: the fault's evidence.
+
+Why NetfilterQueue (libnetfilter_queue's binding) and not a hand-written netlink client: it
+is the maintained binding, and it lets a packet's verdict be given after its callback
+returned, which holding packets needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import random
+import select
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Hold", "Stats", "main"]
+
+_TICK_S = 0.25  # how often, at most, the stats file is rewritten and the parent is checked
+
+
+@dataclass
+class Stats:
+    """What the delayer did: the fault's evidence."""
+
+    packets: int = 0  # released so far
+    bytes: int = 0
+    reordered: int = 0  # released before a packet that arrived earlier
+    held_ms_min: float | None = None
+    held_ms_max: float | None = None
+    held_ms_sum: float = 0.0
+    released_at_stop: int = 0  # still held at the stop: released at once, in no other figure
+    _last_arrival: float = field(default=-1.0, repr=False)
+
+    def released(self, size: int, arrived: float, now: float) -> None:
+        held = (now - arrived) * 1000
+        self.packets += 1
+        self.bytes += size
+        self.held_ms_sum += held
+        self.held_ms_min = held if self.held_ms_min is None else min(self.held_ms_min, held)
+        self.held_ms_max = held if self.held_ms_max is None else max(self.held_ms_max, held)
+        if arrived < self._last_arrival:
+            self.reordered += 1
+        self._last_arrival = max(self._last_arrival, arrived)
+
+    def to_json(self, held_now: int) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if not k.startswith("_")}
+        out["held_now"] = held_now
+        out["held_ms_mean"] = self.held_ms_sum / self.packets if self.packets else None
+        return out
+
+
+class Hold:
+    """When each packet goes on: ``delay_ms`` ± ``jitter_ms`` (uniform) after its arrival,
+    drawn from a seeded generator so that a run can be replayed."""
+
+    def __init__(self, delay_ms: float, jitter_ms: float, seed: int) -> None:
+        if delay_ms < 0 or jitter_ms < 0:
+            raise ValueError(f"a delay and its jitter are at least 0, not {delay_ms} and {jitter_ms}")
+        self.delay_s, self.jitter_s = delay_ms / 1000, jitter_ms / 1000
+        self._rng = random.Random(seed)
+
+    def release_at(self, arrived: float) -> float:
+        return arrived + max(0.0, self.delay_s + self._rng.uniform(-self.jitter_s, self.jitter_s))
+
+
+class Delayer:
+    """The packets held now, in the order of their release, and the loop that releases them."""
+
+    def __init__(self, hold: Hold, stats_path: Path | None) -> None:
+        self.hold, self.stats, self.stats_path = hold, Stats(), stats_path
+        self._held: list[tuple[float, int, float, Any]] = []  # (release at, seq, arrived, packet)
+        self._seq = 0
+        self._stop = False
+
+    def take(self, packet: Any) -> None:
+        """NetfilterQueue's callback: hold the packet (its verdict is given later)."""
+        now = time.monotonic()
+        self._seq += 1
+        heapq.heappush(self._held, (self.hold.release_at(now), self._seq, now, packet))
+
+    def _release(self, until: float) -> None:
+        while self._held and self._held[0][0] <= until:
+            _, _, arrived, packet = heapq.heappop(self._held)
+            size = packet.get_payload_len()
+            packet.accept()
+            self.stats.released(size, arrived, time.monotonic())
+
+    def _release_all(self) -> None:
+        """At the stop: every packet still held goes on now, counted apart (its hold was cut short)."""
+        self.stats.released_at_stop = len(self._held)
+        while self._held:
+            heapq.heappop(self._held)[3].accept()
+
+    def write_stats(self) -> None:
+        if self.stats_path is not None:
+            tmp = self.stats_path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.stats.to_json(len(self._held))))
+            tmp.replace(self.stats_path)
+
+    def stop(self, *_: object) -> None:
+        self._stop = True
+
+    def run(self, queue: Any, parent: int) -> None:
+        fd = queue.get_fd()
+        next_tick = 0.0
+        while not self._stop:
+            now = time.monotonic()
+            wait = min(_TICK_S, max(0.0, self._held[0][0] - now)) if self._held else _TICK_S
+            try:
+                readable, _, _ = select.select([fd], [], [], wait)
+            except InterruptedError:
+                continue
+            if readable:
+                queue.run(block=False)
+            now = time.monotonic()
+            self._release(now)
+            if now >= next_tick:
+                next_tick = now + _TICK_S
+                self.write_stats()
+                if os.getppid() != parent:  # the rig is gone: so is the fault
+                    self._stop = True
+        self._release_all()
+        self.write_stats()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m chaos.system.delayer", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--queue", type=int, required=True, help="the NFQUEUE number the rule sends packets to")
+    ap.add_argument("--delay-ms", type=float, required=True)
+    ap.add_argument("--jitter-ms", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--stats", type=Path, help="write the figures here as JSON")
+    ap.add_argument(
+        "--parent",
+        type=int,
+        help="the starter's pid: once this process's parent is another (the starter is gone), it stops (default: its parent now)",
+    )
+    args = ap.parse_args(argv)
+    from netfilterqueue import NetfilterQueue  # only where the packets extra is installed
+
+    parent = args.parent or os.getppid()  # named by the starter: it may be gone already
+    delayer = Delayer(Hold(args.delay_ms, args.jitter_ms, args.seed), args.stats)
+    signal.signal(signal.SIGTERM, delayer.stop)
+    signal.signal(signal.SIGINT, delayer.stop)
+    queue = NetfilterQueue()
+    queue.bind(args.queue, delayer.take, max_len=65536)
+    try:
+        delayer.write_stats()  # the starter waits for this file before it adds the rule
+        print(f"delayer bound: queue {args.queue}, {args.delay_ms:g} ms ± {args.jitter_ms:g} ms", flush=True)
+        delayer.run(queue, parent)
+    finally:
+        queue.unbind()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
