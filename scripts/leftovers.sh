@@ -8,7 +8,7 @@
 # PDCHAOS_LEFTOVERS_SINCE (epoch seconds; .ci/run sets it when it starts).
 set -uo pipefail
 found=0
-procs=$(pgrep -af 'toxiproxy-server|python -m pdsim|smg::router|smg launch|smg.launch_router|sglang.launch_server|sglang::|chaos.system.bridge|chaos.system.delayer' | grep -v 'pgrep\|<defunct>' || true)
+procs=$(pgrep -af 'toxiproxy-server|python -m pdsim|smg::router|smg launch|smg.launch_router|sglang.launch_server|sglang::|chaos.system.bridge|chaos.system.queue_handler' | grep -v 'pgrep\|<defunct>' || true)
 if [ -n "$procs" ]; then echo "leftover processes:"; echo "$procs"; found=1; fi
 if command -v ip >/dev/null 2>&1; then
   named=$(ip netns list 2>/dev/null | grep pdchaos || true)

@@ -44,7 +44,7 @@ fi
 
 # The engines run in a network namespace of the stack's own, whose links are broken with
 # packet rules (chaos.system.netns): nsenter (util-linux), ip and tc (iproute2), iptables; and
-# delayed by the delayer (chaos.system.delayer), whose binding is built against
+# delayed by the queue handler (chaos.system.queue_handler), whose binding is built against
 # libnetfilter-queue (its headers, and a C compiler).
 if [ "$(id -u)" = 0 ]; then
   need=()

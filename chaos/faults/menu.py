@@ -19,8 +19,8 @@ from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll, CacheFlush
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault
-from chaos.faults.packet_delay import PacketDelay
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
+from chaos.faults.queued import PacketCorrupt, PacketDelay
 from chaos.faults.runner import DEFAULT_TRIGGER_DEADLINE_S, FaultBlock, FaultRunner
 from chaos.observe.triggers import Condition
 from chaos.targets.toxiproxy import Toxic
@@ -144,7 +144,7 @@ class Faults(FaultRunner):
 
     def latency(self, link: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any) -> FaultBlock:
         """Delay on the link (suites that delay an engine link need ``link_delay``): Toxiproxy's
-        latency toxic, or on a packet link the delayer, on the data's way (to the link's
+        latency toxic, or on a packet link the queue handler, on the data's way (to the link's
         ports, where ``stream`` is not needed)."""
         if self._by_packets(link):
             if getattr(self.target, "link_fault", None):
@@ -153,6 +153,18 @@ class Faults(FaultRunner):
             fault = PacketDelay(self.target, link, latency_ms, jitter_ms=jitter_ms)  # type: ignore[arg-type]
             return self.apply(fault, **kw)
         return self.toxic(link, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
+
+    def corrupt(self, link: str, prob: float, *, min_payload: int = 1024, **kw: Any) -> FaultBlock:
+        """At ``prob``, a byte flipped in each data packet on the link (suites that corrupt a
+        link need ``link_corrupt``): only a packet link, where the queue handler rewrites the
+        packets with their checksums made right; Toxiproxy has no toxic that does it."""
+        if not self._by_packets(link) or getattr(self.target, "link_fault", None):
+            raise ConfigError(
+                f"corrupting {link} needs a packet link of a stack pd-chaos made (sglang-cpu's kv, control)"
+            )
+        kw.pop("stream", None)
+        fault = PacketCorrupt(self.target, link, prob, min_payload=min_payload)  # type: ignore[arg-type]
+        return self.apply(fault, **kw)
 
     def bandwidth(self, link: str, rate_kb_s: int, **kw: Any) -> FaultBlock:
         """The link slowed to ``rate_kb_s`` KB/s (a crawl: an htb class on packet links)."""

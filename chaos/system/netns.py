@@ -12,8 +12,8 @@ rules are keyed on the port a link's connections are made to (both directions:
         reset      REJECT --reject-with tcp-reset   open connections reset, new ones refused
         refuse     the same, on SYN only            new connections refused, open ones carry on
         delay      NFQUEUE --queue-bypass, on the traffic *to* the ports: each packet is
-                   handed to the delayer (``chaos.system.delayer``), which holds it for its
-                   delay; with no delayer bound to the queue, packets pass
+                   handed to the queue handler (``chaos.system.queue_handler``), which holds it for its
+                   delay; with no handler bound to the queue, packets pass
     tc, on lo: an htb root whose default class does not exist, so unclassified traffic
         passes unshaped; a fault adds one class at its rate and u32 filters on the traffic
         *to* its ports (the data's way on a link: prefill's KV to decode's transport), so a
@@ -59,7 +59,7 @@ def _need(tool: str) -> str:
 
 @cache
 def nfqueue_available() -> bool:
-    """Whether a packet link can be delayed here: the delayer's binding (NetfilterQueue, the
+    """Whether a packet link can be delayed here: the queue handler's binding (NetfilterQueue, the
     ``packets`` extra that ``make setup-sglang`` installs) imports, and the kernel takes an
     NFQUEUE rule (tried once in a throwaway namespace). netem would do it in the kernel, but
     this project's machines lack it ("Specified qdisc kind is unknown")."""
@@ -148,7 +148,7 @@ class Namespace:
         ]
 
     def add_queue(self, ports: tuple[int, ...], queue: int, tag: str) -> None:
-        """The traffic to ``ports`` handed to NFQUEUE ``queue`` (the delayer bound to it)."""
+        """The traffic to ``ports`` handed to NFQUEUE ``queue`` (the queue handler bound to it)."""
         self._chain()
         for spec in self._queue_specs(ports, queue, tag):
             self.run(_need("iptables"), "-A", CHAIN, *spec)
@@ -168,6 +168,18 @@ class Namespace:
             return None
         rows = [ln.split() for ln in listed]
         return Counters(sum(int(r[0]) for r in rows), sum(int(r[1]) for r in rows))
+
+    # ---- the loopback's MTU ------------------------------------------------------------------
+    def mtu(self) -> int:
+        out = self.run("ip", "-o", "link", "show", "dev", "lo")
+        m = re.search(r"\bmtu (\d+)", out)
+        if m is None:
+            raise FaultNotApplied(f"no MTU for lo in {self.path}: {out.strip()[:200]}")
+        return int(m.group(1))
+
+    def set_mtu(self, mtu: int) -> None:
+        """The namespace's loopback MTU: TCP's segments follow it at their next send."""
+        self.run("ip", "link", "set", "dev", "lo", "mtu", str(mtu))
 
     # ---- tc ------------------------------------------------------------------------------------
     def _root(self) -> None:

@@ -41,9 +41,12 @@ class Capability(enum.Enum):
     KV_LINK = "kv_link"  # prefill's KV to decode
     CONTROL_LINK = "control_link"  # decode's handshake with prefill (per request)
     # latency on the engine links the target can break: Toxiproxy's latency toxic, or on a
-    # packet link the delayer behind an NFQUEUE rule (chaos.faults.packet_delay), where its
+    # packet link the queue handler behind an NFQUEUE rule (chaos.faults.queued), where its
     # binding is installed (make setup-sglang) and the kernel has NFQUEUE
     LINK_DELAY = "link_delay"
+    # bytes flipped on an engine link with the TCP checksums made right, so that the receiver
+    # reads them: the queue handler on a packet link (no proxy can; Toxiproxy has no such toxic)
+    LINK_CORRUPT = "link_corrupt"
     PROXIED_BOOTSTRAP = "proxied_bootstrap"
     PROCESS_CONTROL = "process_control"  # kill/freeze/restart services
     DEFECTS = "defects"  # engines honour PDSIM_DEFECTS (pdsim only)

@@ -17,7 +17,7 @@ import pytest
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.packet import PacketFault, PacketLink
-from chaos.faults.packet_delay import PacketDelay
+from chaos.faults.queued import PacketCorrupt, PacketDelay
 from chaos.system.netns import Namespace, nfqueue_available
 from chaos.system.ports import PortAllocator
 from chaos.system.procs import ProcSpec, alive, run, spawn, stop_group
@@ -246,7 +246,7 @@ def test_a_delay_holds_each_packet_to_the_link_and_heals(stage):
     figures = fault.figures
     assert figures["packets"] >= 3 and figures["held_ms_min"] >= 200, figures  # never held less than the delay
     assert figures["reordered"] == 0, figures  # no jitter: no reordering
-    assert "the delayer held" in fault.verify_healed()
+    assert "the handler took" in fault.verify_healed()
     assert "pdchaos" not in stage.ns.run("iptables", "-S")
     assert _timed_echo(stage.port, b"after the heal")[1] < 0.4
 
@@ -289,7 +289,7 @@ def test_the_heal_lets_every_held_packet_go_at_once(stage):
         c.settimeout(10)
         c.setblocking(False)
         with pytest.raises(BlockingIOError):
-            c.connect(("127.0.0.1", stage.port))  # its SYN now waits 30 s in the delayer
+            c.connect(("127.0.0.1", stage.port))  # its SYN now waits 30 s in the queue handler
         wait_until(lambda: fault.figures.get("held_now", 0) > 0, timeout_s=5, what="the SYN held")
         fault.heal()
         c.setblocking(True)
@@ -299,24 +299,52 @@ def test_the_heal_lets_every_held_packet_go_at_once(stage):
 
 
 @needs_nfqueue
-def test_the_delayer_goes_when_its_starter_dies(stage, tmp_path):
-    """A crashed rig leaves no delayer behind: it would keep the stack's namespace alive."""
+def test_the_queue_handler_goes_when_its_starter_dies(stage, tmp_path):
+    """A crashed rig leaves no handler behind: it would keep the stack's namespace alive."""
     starter = spawn(
         ProcSpec(
             "starter",
             (
                 "sh",
                 "-c",
-                f"{' '.join(stage.ns.enter())} {sys.executable} -m chaos.system.delayer --queue 99 --delay-ms 10 --parent $$ & wait",
+                f"{' '.join(stage.ns.enter())} {sys.executable} -m chaos.system.queue_handler --queue 99 --delay-ms 10 --parent $$ & wait",
             ),
             {},
             tmp_path / "starter.log",
         )
     )
     found = wait_until(
-        lambda: run(["pgrep", "-f", "^\\S*python\\S* -m chaos.system.delayer --queue 99"], timeout_s=5).stdout.split(),
+        lambda: run(
+            ["pgrep", "-f", "^\\S*python\\S* -m chaos.system.queue_handler --queue 99"], timeout_s=5
+        ).stdout.split(),
         timeout_s=5,
-        what="the delayer started",
+        what="the queue handler started",
     )
     os.kill(starter, 9)
-    wait_until(lambda: not any(alive(int(pid)) for pid in found), timeout_s=5, what="the delayer gone")
+    wait_until(lambda: not any(alive(int(pid)) for pid in found), timeout_s=5, what="the queue handler gone")
+
+
+@needs_nfqueue
+def test_corruption_reaches_the_receiver_as_flipped_bytes(stage):
+    """Every data packet to the server gets one byte flipped, under a checksum made right: the
+    server reads the flipped bytes (a wrong checksum would have the kernel drop each packet,
+    and TCP would retransmit it into the same fault until the echo timed out)."""
+    sent = bytes(i % 251 for i in range(300_000))
+    fault = PacketCorrupt(stage, "echo", 1.0, min_payload=1024)
+    fault.inject()
+    try:
+        assert "NFQUEUE" in fault.verify()
+        with socket.create_connection(("127.0.0.1", stage.port), timeout=10) as c:
+            c.sendall(sent)
+            got = b""
+            while len(got) < len(sent) and (chunk := c.recv(65536)):
+                got += chunk
+    finally:
+        fault.heal()
+    flipped = [i for i in range(len(sent)) if got[i] != sent[i]]
+    figures = fault.figures
+    assert len(got) == len(sent) and flipped, "the stream came back whole: nothing was corrupted"
+    assert all(got[i] == sent[i] ^ 0xFF for i in flipped)  # inverted bytes, nothing else
+    assert len(flipped) == figures["corrupted"], (len(flipped), figures)  # one byte a corrupted packet
+    assert "corrupted" in fault.verify_healed()
+    assert _echo(stage.port, sent[:5000]) == "ok"  # healed: intact again

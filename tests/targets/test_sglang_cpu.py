@@ -160,7 +160,7 @@ def test_capabilities_claim_the_links_it_can_break():
     )
     # Mooncake and ZMQ pick random ports: packet rules in the stack's namespace, where it can make one
     assert (Capability.KV_LINK in caps and Capability.CONTROL_LINK in caps) == packet_links_possible()
-    # delay on a packet link: the delayer behind NFQUEUE, where its binding is installed
+    # delay on a packet link: the queue handler behind NFQUEUE, where its binding is installed
     assert (Capability.LINK_DELAY in caps) == (packet_links_possible() and nfqueue_available())
     assert Capability.DEFECTS not in caps  # pdsim's defects are pdsim's
     assert Capability.LIVE_QUEUE_GAUGES in caps  # SGLang's /v1/loads, sampled beside /metrics

@@ -1,11 +1,11 @@
-"""The delayer's arithmetic (``chaos.system.delayer``): when a packet goes on, and what its
+"""The queue handler's arithmetic (``chaos.system.queue_handler``): when a packet goes on, and what its
 figures count. Its work on real packets is in tests/faults/test_packet_faults.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from chaos.system.delayer import Hold, Stats
+from chaos.system.queue_handler import Hold, Stats
 
 
 def test_a_hold_is_the_delay_within_its_jitter_and_never_before_arrival():
@@ -23,7 +23,7 @@ def test_no_jitter_holds_each_packet_exactly_the_delay():
 @pytest.mark.parametrize("bad", [(-1, 0), (10, -1)])
 def test_a_negative_delay_or_jitter_is_refused(bad):
     with pytest.raises(ValueError, match="at least 0"):
-        Hold(*bad, seed=0)
+        Hold(bad[0], bad[1], seed=0)
 
 
 def test_stats_count_a_packet_released_before_an_earlier_arrival_as_reordered():

@@ -1,5 +1,6 @@
-"""The delayer: a process that holds each packet an NFQUEUE rule hands it for a set delay,
-then lets it go on: latency, jitter and the reordering jitter brings, on a packet link.
+"""The queue handler: a process that takes each packet an NFQUEUE rule hands it, holds it for a
+set delay, may flip a byte of its payload, then lets it go on: latency, jitter and the
+reordering jitter brings, and corruption, on a packet link.
 
 Toxiproxy delays a link it sits on; real engines pick their KV and control ports at start,
 so no proxy sits on those links (``chaos.system.netns``). The kernel's netem qdisc would
@@ -8,12 +9,16 @@ NFQUEUE they have: a rule in the stack's namespace queues the link's packets to 
 and this process, started inside that namespace, gives each one its verdict when its time
 comes. Each packet is released ``delay_ms`` plus a uniform draw in ``[-jitter_ms,
 jitter_ms]`` after it arrived (never before it arrived), in the order of those times, as
-netem does: jitter wider than the gap between two packets reorders them.
+netem does: jitter wider than the gap between two packets reorders them. With
+``--corrupt-prob``, each packet whose TCP payload is at least ``--corrupt-min-payload``
+bytes long has, at that chance, one byte of its payload inverted at a random offset, its
+checksum made right again (``chaos.system.tcp_segment``), so the peer's socket reads the
+flipped byte: what integrity checks above TCP (SGLang's KV checksum) are for.
 
 It runs until SIGTERM or SIGINT, then lets every packet it still holds go on at once (a
 heal loses nothing), and it exits by itself once the process that started it is gone (the
 rig crashed), so it never keeps the stack's namespace alive. Its figures (packets, bytes,
-the holds it gave, the packets it reordered) are written as JSON to ``--stats`` while it
+the holds it gave, the packets it reordered and corrupted) are written as JSON to ``--stats`` while it
 runs and when it stops: the fault's evidence.
 
 Why NetfilterQueue (libnetfilter_queue's binding) and not a hand-written netlink client: it
@@ -36,14 +41,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Hold", "Stats", "main"]
+from chaos.system.tcp_segment import flip_payload_byte, payload_span, whole
+
+__all__ = ["Corrupt", "Hold", "Stats", "main"]
 
 _TICK_S = 0.25  # how often, at most, the stats file is rewritten and the parent is checked
 
 
 @dataclass
 class Stats:
-    """What the delayer did: the fault's evidence."""
+    """What the handler did: the fault's evidence."""
 
     packets: int = 0  # released so far
     bytes: int = 0
@@ -52,6 +59,7 @@ class Stats:
     held_ms_max: float | None = None
     held_ms_sum: float = 0.0
     released_at_stop: int = 0  # still held at the stop: released at once, in no other figure
+    corrupted: int = 0  # packets with a byte flipped
     _last_arrival: float = field(default=-1.0, repr=False)
 
     def released(self, size: int, arrived: float, now: float) -> None:
@@ -86,18 +94,44 @@ class Hold:
         return arrived + max(0.0, self.delay_s + self._rng.uniform(-self.jitter_s, self.jitter_s))
 
 
-class Delayer:
+class Corrupt:
+    """Which packets get a byte flipped, and where: at ``prob``, a packet whose TCP payload
+    is at least ``min_payload`` bytes (a link's data, not its acknowledgements or small
+    headers), at an offset drawn uniformly in its payload; seeded, so a run can be replayed."""
+
+    def __init__(self, prob: float, min_payload: int, seed: int) -> None:
+        if not 0 <= prob <= 1 or min_payload < 1:
+            raise ValueError(f"a chance is in [0, 1] and a payload at least 1 byte, not {prob} and {min_payload}")
+        self.prob, self.min_payload = prob, min_payload
+        self._rng = random.Random(seed ^ 0xC0FFEE)
+
+    def __call__(self, packet: bytes) -> bytes | None:
+        """``packet`` with a byte flipped, or None to let it go on as it is (as a packet the
+        queue copied only in part must: ``whole``)."""
+        if self.prob == 0 or not whole(packet):
+            return None
+        start, end = payload_span(packet)
+        if end - start < self.min_payload or self._rng.random() >= self.prob:
+            return None
+        return flip_payload_byte(packet, self._rng.randrange(end - start))
+
+
+class Handler:
     """The packets held now, in the order of their release, and the loop that releases them."""
 
-    def __init__(self, hold: Hold, stats_path: Path | None) -> None:
-        self.hold, self.stats, self.stats_path = hold, Stats(), stats_path
+    def __init__(self, hold: Hold, stats_path: Path | None, corrupt: Corrupt | None = None) -> None:
+        self.hold, self.stats, self.stats_path, self.corrupt = hold, Stats(), stats_path, corrupt
         self._held: list[tuple[float, int, float, Any]] = []  # (release at, seq, arrived, packet)
         self._seq = 0
         self._stop = False
 
     def take(self, packet: Any) -> None:
-        """NetfilterQueue's callback: hold the packet (its verdict is given later)."""
+        """NetfilterQueue's callback: rewrite the packet if it is to be corrupted, and hold it
+        (its verdict is given later, with the rewritten bytes)."""
         now = time.monotonic()
+        if self.corrupt is not None and (flipped := self.corrupt(packet.get_payload())) is not None:
+            packet.set_payload(flipped)
+            self.stats.corrupted += 1
         self._seq += 1
         heapq.heappush(self._held, (self.hold.release_at(now), self._seq, now, packet))
 
@@ -147,10 +181,14 @@ class Delayer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m chaos.system.delayer", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m chaos.system.queue_handler", description=__doc__.split("\n\n")[0])
     ap.add_argument("--queue", type=int, required=True, help="the NFQUEUE number the rule sends packets to")
-    ap.add_argument("--delay-ms", type=float, required=True)
+    ap.add_argument("--delay-ms", type=float, default=0.0)
     ap.add_argument("--jitter-ms", type=float, default=0.0)
+    ap.add_argument("--corrupt-prob", type=float, default=0.0, help="the chance a data packet gets a byte flipped")
+    ap.add_argument(
+        "--corrupt-min-payload", type=int, default=1024, help="the TCP payload a packet needs to be corrupted"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--stats", type=Path, help="write the figures here as JSON")
     ap.add_argument(
@@ -162,15 +200,20 @@ def main(argv: list[str] | None = None) -> int:
     from netfilterqueue import NetfilterQueue  # only where the packets extra is installed
 
     parent = args.parent or os.getppid()  # named by the starter: it may be gone already
-    delayer = Delayer(Hold(args.delay_ms, args.jitter_ms, args.seed), args.stats)
-    signal.signal(signal.SIGTERM, delayer.stop)
-    signal.signal(signal.SIGINT, delayer.stop)
+    corrupt = Corrupt(args.corrupt_prob, args.corrupt_min_payload, args.seed) if args.corrupt_prob else None
+    handler = Handler(Hold(args.delay_ms, args.jitter_ms, args.seed), args.stats, corrupt)
+    signal.signal(signal.SIGTERM, handler.stop)
+    signal.signal(signal.SIGINT, handler.stop)
     queue = NetfilterQueue()
-    queue.bind(args.queue, delayer.take, max_len=65536)
+    queue.bind(args.queue, handler.take, max_len=65536)
     try:
-        delayer.write_stats()  # the starter waits for this file before it adds the rule
-        print(f"delayer bound: queue {args.queue}, {args.delay_ms:g} ms ± {args.jitter_ms:g} ms", flush=True)
-        delayer.run(queue, parent)
+        handler.write_stats()  # the starter waits for this file before it adds the rule
+        print(
+            f"queue handler bound: queue {args.queue}, {args.delay_ms:g} ms ± {args.jitter_ms:g} ms, "
+            f"corrupting at {args.corrupt_prob:g}",
+            flush=True,
+        )
+        handler.run(queue, parent)
     finally:
         queue.unbind()
     return 0
