@@ -212,6 +212,7 @@ def ending(
     completion_tokens: int | None = None,
     *,
     finish: str = "",
+    retry_after: str | None = None,
 ) -> dict[str, Any]:
     """A request's ending, as ``Complete``'s fields."""
     return dict(
@@ -222,6 +223,7 @@ def ending(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
         finish=finish,
+        retry_after=retry_after,
     )
 
 
@@ -311,7 +313,12 @@ class Client:
                 with total_deadline(d.total_s, sent, resp.close, expired):
                     if resp.status_code >= 400:
                         raw = resp.read()
-                        return ending(Outcome.CLEAN_ERROR, resp.status_code, error=_error_text(raw)), self.history.now()
+                        return ending(
+                            Outcome.CLEAN_ERROR,
+                            resp.status_code,
+                            error=_error_text(raw),
+                            retry_after=resp.headers.get("retry-after"),
+                        ), self.history.now()
                     if not stream:
                         raw = resp.read()
                         first_byte = self.history.now()

@@ -106,11 +106,13 @@ class OpenAIClient:
             if expired.is_set():
                 return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte
             status = getattr(exc, "status_code", None)
+            response = getattr(exc, "response", None)  # an APIStatusError's answer
             return _end(
                 classify_openai(exc, got_chunk=first_byte is not None),
                 status=status,
                 reply=text,
                 error=f"{type(exc).__name__}: {exc}"[:500],
+                retry_after=response.headers.get("retry-after") if response is not None else None,
             ), first_byte
         if expired.is_set():
             return _end(Outcome.CLIENT_TIMEOUT, error=f"total deadline {d.total_s:g}s", reply=text), first_byte
@@ -133,6 +135,7 @@ def _end(
     error: str = "",
     usage: Any = None,
     finish: str | None = None,
+    retry_after: str | None = None,
 ) -> dict[str, Any]:
     return ending(
         outcome,
@@ -142,4 +145,5 @@ def _end(
         getattr(usage, "prompt_tokens", None),
         getattr(usage, "completion_tokens", None),
         finish=finish or "",
+        retry_after=retry_after,
     )

@@ -125,6 +125,9 @@ class Complete:
     completion_tokens: int | None = None
     first_byte_t: float | None = None
     finish: str = ""  # the finish reason the reply gave (stop, length, abort), "" if none
+    # an error answer's Retry-After header as sent; None where the answer had none (or no
+    # answer came, or the client could not read its headers)
+    retry_after: str | None = None
     kind: str = "complete"
 
     @property
