@@ -255,14 +255,25 @@ class Workload:
         deadlines: Deadlines | None = None,
         hang_up_after: HangUp | None = None,
         interval_s: float = 0.0,
+        invalid: str = "",
     ) -> "InFlight":
         """Send every body at once (or one every ``interval_s``), each on its own connection,
         in the background: requests in flight while a fault happens. ``join()`` waits for
-        them, bounded by their deadlines."""
+        them, bounded by their deadlines. ``invalid``: why every one is the client's own
+        error, where they are."""
         d = deadlines or self.deadlines
         name = self._name("background")
         sends: list[Callable[[], Complete]] = [
-            partial(self.request, path, body, phase=phase, deadlines=d, hang_up_after=hang_up_after, workload=name)
+            partial(
+                self.request,
+                path,
+                body,
+                phase=phase,
+                deadlines=d,
+                hang_up_after=hang_up_after,
+                workload=name,
+                invalid=invalid,
+            )
             for body in bodies
         ]
         return InFlight.start(sends, d, interval_s=interval_s, name=name)

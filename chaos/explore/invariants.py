@@ -51,7 +51,8 @@ def judge_universal(
     held: int = 0,
     held_miss_s: float = 0.0,
 ) -> None:
-    """Every request ends within its client's deadline, with a status its body agrees with;
+    """Every request ends within its client's deadline, with a status its body agrees with and
+    that tells whose failure it was (``statuses_tell_the_truth``);
     every failure is clean (while a fault ``cut`` the client's hop or froze decode, every
     failure during it ends as one of ``CUT_BY[c]`` for each ``c`` in ``cut`` allows, each
     unclean one open while a fault was, a truncated one begun before it ended);
@@ -68,7 +69,11 @@ def judge_universal(
     where faults cut decode from prefill and were ``held`` until decode gave it up, its
     heartbeat did so within its bound in each (``decode_gives_prefill_up``), and no sooner
     than its misses allow, each taking ``held_miss_s`` to fail (``Bounds.heartbeat_no_sooner_s``)."""
-    checks = [v.every_request_terminal(within_s=d.ends_within_s), v.status_agrees_with_body()]
+    checks = [
+        v.every_request_terminal(within_s=d.ends_within_s),
+        v.status_agrees_with_body(),
+        v.statuses_tell_the_truth(),
+    ]
     cut = (cut,) if isinstance(cut, str) else cut
     if not cut:
         checks.append(v.failed_requests_are_clean())

@@ -48,7 +48,10 @@ def _send(schedule: Schedule, k: int, load: Load, *, faulted: bool) -> str:
             f"max_tokens={load.max_tokens}, deadlines=d{phase}).start()"
         )
     if load.shape == "unservable":  # over every model's context: refused, never served
-        return f'workload.background([workload.chat("word " * 70_000, max_tokens=2)], deadlines=d{phase})'
+        return (
+            f'workload.background([workload.chat("word " * 70_000, max_tokens=2)], deadlines=d{phase}, '
+            f'invalid="over any context")'
+        )
     if load.shape == "impatient":  # the clients' own fault: hung up mid-stream
         return f"workload.background({_texts(schedule, k, load)}, deadlines=d, hang_up_after={HANG_UP_AFTER})"
     interval = ", interval_s=0.05" if load.shape == "burst" else ""

@@ -6,7 +6,11 @@ failed, try again". A status that blames the wrong side sends a retrying client 
 (its own error told as the server's: sglang #31206, smg #2565 charged a client's 400 to a
 worker's breaker) or makes it drop a request a retry would have served (the server's failure
 told as the client's). And a request an engine's timeout released must be told as a timeout,
-or nobody looking at the client's log can tell a slow hop from a broken one.
+or nobody looking at the client's log can tell a slow hop from a broken one. Overload (429, or
+503: no worker can take it now) must say when to retry (``Retry-After``), or every client
+retries at once into the same overload; and a service's failure (a 5xx) must name the hop
+that failed (an engine, the router, the bootstrap, the KV transfer, or a worker's address),
+or the one reading the error cannot tell where to look.
 
 What is known, not guessed: which requests are the client's own error the workload says when
 it sends them (``Invoke.invalid``); which requests a timeout released, the engines' logs say
@@ -14,6 +18,8 @@ it sends them (``Invoke.invalid``); which requests a timeout released, the engin
 """
 
 from __future__ import annotations
+
+import re
 
 from chaos.judge.attempts import endings
 from chaos.judge.declare import verdict
@@ -27,6 +33,9 @@ __all__ = ["statuses_tell_the_truth"]
 RETRY = frozenset({408, 429})  # 4xx statuses that say "try again": a timeout, too many requests
 TIMEOUT_STATUSES = frozenset({408, 504})
 TIMEOUT_WORDS = ("timed out", "timeout")
+OVERLOAD = frozenset({429, 503})  # "not now": each must say when (Retry-After)
+# what names a hop in an error: a service of the path, or the address of the one that failed
+HOP = re.compile(r"\b(prefill|decode|router|bootstrap|kv|transfer|worker)s?\b|https?://[\w.\[\]:-]+", re.IGNORECASE)
 
 
 def _blames_the_client(status: int | None) -> bool:
@@ -37,16 +46,21 @@ def _told_as_a_timeout(o: Done) -> bool:
     return o.complete.status in TIMEOUT_STATUSES or any(w in o.complete.error.lower() for w in TIMEOUT_WORDS)
 
 
-def _lie(o: Done, released_by: set[str]) -> str:
-    """How ``o``'s status misleads its client, or "" where it tells the truth."""
-    status = o.complete.status
+def _lie(o: Done, released_by: set[str]) -> tuple[str, str] | None:
+    """How ``o``'s answer misleads its client, as (kind, what it said), or None where it
+    tells the truth."""
+    status, error = o.complete.status, o.complete.error
     if o.invoke.invalid and not _blames_the_client(status):
-        return f"the client's own error ({o.invoke.invalid}) answered {status}, not a 4xx"
+        return "client_error_as_service", f"the client's own error ({o.invoke.invalid}) answered {status}, not a 4xx"
     if not o.invoke.invalid and _blames_the_client(status):
-        return f"a valid request answered {status}, the client's error"
+        return "service_error_as_client", f"a valid request answered {status}, the client's error"
     if released_by and not _told_as_a_timeout(o):
-        return f"released by {', '.join(sorted(released_by))}, told as {status} {o.complete.error[:80]!r}"
-    return ""
+        return "timeout_untold", f"released by {', '.join(sorted(released_by))}, told as {status} {error[:80]!r}"
+    if status in OVERLOAD and o.complete.retry_after is None:
+        return "no_retry_after", f"answered {status} {error[:60]!r} with no Retry-After"
+    if status is not None and status >= 500 and not HOP.search(error):
+        return "hop_unnamed", f"answered {status} {error[:80]!r}, naming no hop"
+    return None
 
 
 @verdict(lambda phase=None, **_: "statuses_tell_the_truth" + phase_tag(phase))
@@ -55,7 +69,7 @@ def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Findin
     failure it was: the client's own error a 4xx (not 408 or 429, which say "retry"); any
     other failure never such a 4xx; a request an engine's timeout released (its bootstrap or
     waiting timeout, prefill's inflight watchdog) a 408 or 504, or an error that says it timed
-    out. What no answer reached (a timeout at the client, a cut connection) says no status
+    out; overload (429, 503) a Retry-After; any other 5xx an error that names its hop. What no answer reached (a timeout at the client, a cut connection) says no status
     and is not judged here (``failed_requests_are_clean``)."""
     answered = [o for o in completed(h, phase) if o.outcome is Outcome.CLEAN_ERROR]
     if not answered:
@@ -68,16 +82,17 @@ def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Findin
         for op, ends in endings(h, ops, service).items():
             if ends and ends[-1].by_a_backstop:
                 released[op].add(ends[-1].by)
-    lies = {o.invoke.op: why for o in answered if (why := _lie(o, released[o.invoke.op]))}
+    found = {o.invoke.op: lie for o in answered if (lie := _lie(o, released[o.invoke.op]))}
     statuses = sorted({str(o.complete.status) for o in answered})
-    if lies:
+    if found:
         return naming(
-            [o for o in answered if o.invoke.op in lies],
+            [o for o in answered if o.invoke.op in found],
             len(answered),
-            "failed requests got a status that misleads their client",
-            lambda o: f"{label(o)}: {lies[o.invoke.op]}",
+            "failed requests got an answer that misleads their client",
+            lambda o: f"{label(o)}: {found[o.invoke.op][1]}",
             statuses=statuses,
-            lies=lies,
+            lies={op: why for op, (_, why) in found.items()},
+            kinds=sorted({kind for kind, _ in found.values()}),
         )
     invalid = sum(1 for o in answered if o.invoke.invalid)
     timed = sum(1 for op in ops if released[op])

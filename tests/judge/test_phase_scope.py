@@ -78,7 +78,7 @@ def _events() -> list[Any]:
     line = 'event=req rid=f3 state=failed error="Request 9 timed out after 6.0s in KVPoll.WaitingForInput"'
     events.append(Invoke(1.8, 0.0, "f3", "/v1/chat/completions", True, phase=Phase.FAULT))
     events.append(LogEvent(7.9, "decode", line, op="f3", fields=parse_engine_line(line)))
-    events.append(Complete(8.0, 0.0, "f3", Outcome.CLEAN_ERROR, 500, line))
+    events.append(Complete(8.0, 0.0, "f3", Outcome.CLEAN_ERROR, 500, "Decode transfer failed: " + line))
     events.append(FaultEvent(9.0, 0.0, "kill#1", Stage.HEALED, "SIGKILL decode"))
     events += [Sample(i / 2, HEALTH, {"decode": 1.0}) for i in range(70)]
     return sorted(events, key=lambda e: e.t)

@@ -3,6 +3,8 @@ passes on a truthful history and fails on a crafted lie; histories written by ha
 
 from __future__ import annotations
 
+import pytest
+
 from chaos import verdicts as v
 from chaos.observe.history import History
 from chaos.observe.logs import parse_engine_line
@@ -10,9 +12,11 @@ from chaos.observe.records import Complete, Invoke, LogEvent, Outcome, Phase
 from tests.judge.histories import PDSIM_WAITING
 
 
-def _failed(h: History, name: str, status: int | None, error: str = "", *, invalid: str = "") -> None:
+def _failed(
+    h: History, name: str, status: int | None, error: str = "", *, invalid: str = "", retry_after: str | None = None
+) -> None:
     h.append(Invoke(0.0, 0.0, name, "/v1/chat/completions", False, phase=Phase.FAULT, invalid=invalid))
-    h.append(Complete(1.0, 0.0, name, Outcome.CLEAN_ERROR, status, error))
+    h.append(Complete(1.0, 0.0, name, Outcome.CLEAN_ERROR, status, error, retry_after=retry_after))
 
 
 def _released_by_the_waiting_timeout(h: History, name: str, rid: str = "r1") -> None:
@@ -23,10 +27,10 @@ def _released_by_the_waiting_timeout(h: History, name: str, rid: str = "r1") -> 
 def test_the_clients_own_error_is_a_4xx_and_no_other_failure_is():
     truthful, blamed_server, blamed_client = History(), History(), History()
     for h in (truthful, blamed_server, blamed_client):
-        _failed(h, "outage", 503, "No available decode workers")
-        _failed(h, "shed", 429, "admission queue is at capacity")  # "retry": not the client's error
+        _failed(h, "outage", 503, "No available decode workers", retry_after="1")
+        _failed(h, "shed", 429, "admission queue is at capacity", retry_after="1")  # "retry": not the client's error
     _failed(truthful, "too_long", 400, "longer than the context", invalid="over any context")
-    _failed(blamed_server, "too_long", 500, "Internal Server Error", invalid="over any context")
+    _failed(blamed_server, "too_long", 500, "Prefill server error: 500", invalid="over any context")
     _failed(blamed_client, "too_long", 400, "longer than the context", invalid="over any context")
     _failed(blamed_client, "valid", 400, "Bad Request")
     check = v.statuses_tell_the_truth()
@@ -36,6 +40,7 @@ def test_the_clients_own_error_is_a_4xx_and_no_other_failure_is():
     lie = check(blamed_server)
     assert lie.status is v.Status.FAIL and lie.evidence.ops == ("too_long",)
     assert set(lie.evidence.values["lies"]) == {"too_long"}
+    assert lie.evidence.values["kinds"] == ["client_error_as_service"]
     lie = check(blamed_client)
     assert lie.status is v.Status.FAIL and lie.evidence.ops == ("valid",)
 
@@ -44,7 +49,7 @@ def test_a_request_a_timeout_released_is_told_as_one():
     told, hidden, by_status = History(), History(), History()
     _failed(told, "a", 500, "Decode transfer failed: Request 9069 timed out after 6.0s in KVPoll.WaitingForInput")
     _failed(hidden, "a", 500, "Internal Server Error")
-    _failed(by_status, "a", 504, "Gateway Timeout")
+    _failed(by_status, "a", 504, "Gateway Timeout: decode did not answer")
     for h in (told, hidden, by_status):
         _released_by_the_waiting_timeout(h, "a")
     check = v.statuses_tell_the_truth()
@@ -54,7 +59,7 @@ def test_a_request_a_timeout_released_is_told_as_one():
     assert lie.status is v.Status.FAIL and "waiting timeout" in lie.evidence.values["lies"]["a"]
     # a retry's own failure is what the answer tells: a timeout released the first attempt only
     retried = History()
-    _failed(retried, "a", 503, "No available servers: No available decode workers (all circuits open)")
+    _failed(retried, "a", 503, "No available servers: No available decode workers (all circuits open)", retry_after="1")
     _released_by_the_waiting_timeout(retried, "a")
     retried.append(LogEvent(0.95, "decode", "rid=r2 state=failed", op="a", fields={"rid": "r2", "state": "failed"}))
     assert check(retried).status is v.Status.PASS
@@ -65,3 +70,36 @@ def test_what_no_answer_reached_is_not_at_stake():
     h.append(Invoke(0.0, 0.0, "cut", "/v1/chat/completions", True, phase=Phase.FAULT))
     h.append(Complete(1.0, 0.0, "cut", Outcome.CONNECTION_ERROR, None, "Connection reset by peer"))
     assert v.statuses_tell_the_truth()(h).status is v.Status.NOT_AT_STAKE
+
+
+def test_overload_says_when_to_retry():
+    told, untold = History(), History()
+    _failed(told, "shed", 429, "admission queue is at capacity", retry_after="1")
+    _failed(told, "outage", 503, "No available decode workers", retry_after="5")
+    _failed(untold, "shed", 429, "admission queue is at capacity")
+    _failed(untold, "outage", 503, "No available decode workers", retry_after="5")
+    check = v.statuses_tell_the_truth()
+    assert check(told).status is v.Status.PASS
+    lie = check(untold)
+    assert lie.status is v.Status.FAIL and lie.evidence.ops == ("shed",)
+    assert lie.evidence.values["kinds"] == ["no_retry_after"]
+
+
+@pytest.mark.parametrize(
+    ("error", "names"),
+    [
+        ("Prefill server error (500 Internal Server Error): boom", True),
+        ("Decode transfer failed for request rank=0", True),
+        ("Transport error: error sending request for url (http://127.0.0.1:18009/generate)", True),
+        ("Internal Server Error", False),
+        ("", False),
+    ],
+    ids=["prefill", "decode", "address", "bare", "empty"],
+)
+def test_a_service_failure_names_its_hop(error, names):
+    h = History()
+    _failed(h, "a", 502 if "Transport" in error else 500, error)
+    judged = v.statuses_tell_the_truth()(h)
+    assert (judged.status is v.Status.PASS) is names, judged.message
+    if not names:
+        assert judged.evidence.values["kinds"] == ["hop_unnamed"]
