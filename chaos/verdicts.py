@@ -24,7 +24,7 @@ scenarios from the target's configuration (``chaos.run.bounds``), not written in
 | ``judge.heartbeat`` | decode_gives_prefill_up |
 | ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
 | ``judge.attempts`` | failures_reach_the_client |
-| ``judge.premises`` | requests_affected, ended_as, open_at_fault |
+| ``judge.premises`` | requests_affected, ended_as, open_at_fault, fault_did |
 
 A verdict that one scenario alone uses lives next to it, as Jepsen's workloads keep their
 checkers: ``stuck_before_router`` in ``suites/test_proxy_wedge.py``, ``stream_gaps_at_most``
@@ -63,7 +63,7 @@ from chaos.judge.model import (
     unknown,
     unmet,
 )
-from chaos.judge.premises import ended_as, open_at_fault, requests_affected
+from chaos.judge.premises import ended_as, fault_did, open_at_fault, requests_affected
 from chaos.judge.recovery import recovers, recovers_after_each_heal
 from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
 from chaos.judge.requests import (
@@ -101,6 +101,7 @@ __all__ = [
     "failed",
     "failed_requests_are_clean",
     "failures_reach_the_client",
+    "fault_did",
     "finish_reasons_tell_the_truth",
     "health_tells_truth",
     "met",

@@ -9,6 +9,7 @@ silently did nothing is the worst failure of a chaos suite.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any
 
 __all__ = ["Fault"]
 
@@ -22,6 +23,13 @@ class Fault(ABC):
         failures it causes (``v.charged_only_where_struck``). None by default: a client's
         own errors, a broken client link or a restarted router strike no engine."""
         return ()
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        """What the fault did, as it counted it (packets held, bytes corrupted): recorded at
+        its heal (``FaultEvent.figures``), where a premise can ask whether it did anything.
+        Empty by default: most faults count nothing of their own."""
+        return {}
 
     @abstractmethod
     def describe(self) -> str: ...

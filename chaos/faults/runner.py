@@ -48,6 +48,7 @@ class FaultRunner:
         return self._toxiproxy
 
     def _record(self, fid: str, stage: Stage, fault: Fault, evidence: str = "") -> None:
+        figures = fault.figures if stage is Stage.HEAL_VERIFIED else {}
         self.history.append(
             FaultEvent(
                 self.history.now(),
@@ -58,6 +59,7 @@ class FaultRunner:
                 evidence,
                 implicates=fault.implicates,
                 action=fault.kind,
+                figures={k: float(v) for k, v in figures.items() if isinstance(v, (int, float))},
             )
         )
 

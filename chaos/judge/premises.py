@@ -13,9 +13,9 @@ from chaos.judge.declare import premise
 from chaos.judge.model import Finding, met, unmet
 from chaos.judge.ops import completed, label, naming, none_completed
 from chaos.observe.history import History
-from chaos.observe.records import Done, Outcome, Phase
+from chaos.observe.records import Done, Outcome, Phase, Stage
 
-__all__ = ["ended_as", "open_at_fault", "requests_affected"]
+__all__ = ["ended_as", "fault_did", "open_at_fault", "requests_affected"]
 
 
 def _at_fault(h: History, ops: list[Done]) -> dict[str, Any]:
@@ -99,3 +99,20 @@ def open_at_fault(h: History, *, phase: Phase, why: str) -> Finding:
             **_at_fault(h, ops),
         )
     return met(f"all {len(ops)} open at the fault", at=[begun], requests=len(ops), **_at_fault(h, ops))
+
+
+@premise(lambda figure, **_: f"fault_did({figure})")
+def fault_did(h: History, figure: str, *, why: str) -> Finding:
+    """Premise: a fault healed in the run counted ``figure`` above 0 (``FaultEvent.figures``,
+    as the fault counted it): a corruption that flipped no byte, a delay that held no packet,
+    tested nothing, whatever the requests did."""
+    healed = [f for f in h.faults() if f.stage is Stage.HEAL_VERIFIED]
+    if not healed:
+        return unmet("no fault was healed in the run")
+    did = {f.fault: f.figures[figure] for f in healed if f.figures.get(figure, 0) > 0}
+    if not did:
+        return unmet(
+            f"no fault counted any {figure} ({why})",
+            faults={f.fault: f.figures for f in healed},
+        )
+    return met(f"{', '.join(f'{k}: {v:g} {figure}' for k, v in did.items())}", figure=figure, count=sum(did.values()))

@@ -146,6 +146,9 @@ class FaultEvent:
     kind: str = "fault"
     implicates: tuple[str, ...] = ()  # the engines the fault strikes (a killed one, both ends of a broken link)
     action: str = ""  # what the fault does (its kind: kill, restart, freeze, down, ...): chaos.faults.kinds
+    # what the fault did, counted by itself, at its heal (``Fault.figures``: packets held,
+    # bytes corrupted); empty where a fault counts nothing
+    figures: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stage", Stage(self.stage))

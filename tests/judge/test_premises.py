@@ -57,3 +57,18 @@ def test_a_fault_that_met_no_request_is_no_premise_met():
     h = History()
     fault(h, 1.0, 2.0)
     assert v.open_at_fault(phase=Phase.FAULT, why="decode had them")(h).status is v.Status.UNMET
+
+
+def test_fault_did_asks_what_the_fault_counted_at_its_heal():
+    from chaos.observe.records import FaultEvent, Stage
+
+    did, idle, unhealed = History(), History(), History()
+    for h, corrupted in ((did, 7.0), (idle, 0.0)):
+        h.append(FaultEvent(1.0, 0.0, "packet#1", Stage.INJECT, "corrupt kv"))
+        h.append(FaultEvent(2.0, 0.0, "packet#1", Stage.HEAL_VERIFIED, "corrupt kv", figures={"corrupted": corrupted}))
+    unhealed.append(FaultEvent(1.0, 0.0, "packet#1", Stage.INJECT, "corrupt kv"))
+    check = v.fault_did("corrupted", why="bytes flipped")
+    judged = check(did)
+    assert judged.status is v.Status.PASS and judged.evidence.values == {"figure": "corrupted", "count": 7}
+    assert status(check, idle) is v.Status.UNMET and "no fault counted any corrupted" in check(idle).message
+    assert status(check, unhealed) is v.Status.UNMET
