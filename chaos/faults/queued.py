@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from chaos.errors import FaultNotApplied, FaultNotHealed
+from chaos.errors import FaultNotApplied, FaultNotHealed, TargetError
 from chaos.faults.base import Fault
 from chaos.faults.packet import PacketLink, PacketLinks
 from chaos.system.netns import Namespace
@@ -51,7 +51,7 @@ class Queued(Fault):
         self.handler_args = handler_args
         self.queue = next(_queues)
         self.tag = f"pdchaos-{link}-{self.what}-{self.queue:x}"
-        self._dir = Path()  # made at the injection, removed at the heal: the handler's log and figures
+        self._dir: Path | None = None  # made at the injection, removed at the heal: the handler's log and figures
         self._at: PacketLink | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._figures: dict[str, Any] | None = None
@@ -64,15 +64,22 @@ class Queued(Fault):
     def describe(self) -> str:
         return f"{' '.join(self.handler_args)} on {self.link} (NFQUEUE and the queue handler)"
 
+    def _file(self, name: str) -> Path:
+        if self._dir is None:
+            raise FaultNotApplied(f"{self.describe()} was never injected")
+        return self._dir / name
+
     @property
     def _stats(self) -> Path:
-        return self._dir / "stats.json"
+        return self._file("stats.json")
 
     @property
     def _log(self) -> Path:
-        return self._dir / "handler.log"
+        return self._file("handler.log")
 
     def _figures_now(self) -> dict[str, Any] | None:
+        if self._dir is None:
+            return None
         try:
             return dict(json.loads(self._stats.read_text()))
         except (OSError, ValueError):
@@ -108,7 +115,7 @@ class Queued(Fault):
                 timeout_s=STATE_CHANGE_S,
                 what=f"the handler bound to NFQUEUE {self.queue}",
             )
-        except Exception as exc:
+        except TargetError as exc:
             raise FaultNotApplied(f"the handler did not start: {exc}; its log: {self._tail()}") from exc
         if self._proc.poll() is not None:
             raise FaultNotApplied(f"the handler exited {self._proc.returncode} at its start: {self._tail()}")
@@ -149,7 +156,8 @@ class Queued(Fault):
             self._proc.wait(timeout=STATE_CHANGE_S)
         self._figures = self._figures_now() or self._figures
         self._met = str(counters) if counters is not None else self._met
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def verify_healed(self) -> str:
         if self._at is None:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.system.tcp_segment import flip_payload_byte, payload_span, whole
+from chaos.system.tcp_segment import flip_payload_byte, ip_length, payload_span, whole
 
 __all__ = ["Corrupt", "Hold", "Stats", "main"]
 
@@ -121,7 +121,7 @@ class Handler:
 
     def __init__(self, hold: Hold, stats_path: Path | None, corrupt: Corrupt | None = None) -> None:
         self.hold, self.stats, self.stats_path, self.corrupt = hold, Stats(), stats_path, corrupt
-        self._held: list[tuple[float, int, float, Any]] = []  # (release at, seq, arrived, packet)
+        self._held: list[tuple[float, int, float, int, Any]] = []  # (release at, seq, arrived, size, packet)
         self._seq = 0
         self._stop = False
 
@@ -129,16 +129,17 @@ class Handler:
         """NetfilterQueue's callback: rewrite the packet if it is to be corrupted, and hold it
         (its verdict is given later, with the rewritten bytes)."""
         now = time.monotonic()
-        if self.corrupt is not None and (flipped := self.corrupt(packet.get_payload())) is not None:
+        copied = packet.get_payload()
+        if self.corrupt is not None and (flipped := self.corrupt(copied)) is not None:
             packet.set_payload(flipped)
             self.stats.corrupted += 1
         self._seq += 1
-        heapq.heappush(self._held, (self.hold.release_at(now), self._seq, now, packet))
+        size = ip_length(copied)  # the packet's own length: NetfilterQueue copies at most about 4 KB of it
+        heapq.heappush(self._held, (self.hold.release_at(now), self._seq, now, size, packet))
 
     def _release(self, until: float) -> None:
         while self._held and self._held[0][0] <= until:
-            _, _, arrived, packet = heapq.heappop(self._held)
-            size = packet.get_payload_len()
+            _, _, arrived, size, packet = heapq.heappop(self._held)
             packet.accept()
             self.stats.released(size, arrived, time.monotonic())
 
@@ -146,7 +147,7 @@ class Handler:
         """At the stop: every packet still held goes on now, counted apart (its hold was cut short)."""
         self.stats.released_at_stop = len(self._held)
         while self._held:
-            heapq.heappop(self._held)[3].accept()
+            heapq.heappop(self._held)[-1].accept()
 
     def write_stats(self) -> None:
         if self.stats_path is not None:

@@ -16,9 +16,14 @@ from __future__ import annotations
 import struct
 from array import array
 
-__all__ = ["flip_payload_byte", "payload_span", "tcp_checksum_ok", "whole"]
+__all__ = ["flip_payload_byte", "ip_length", "payload_span", "tcp_checksum_ok", "whole"]
 
 _TCP = 6
+
+
+def ip_length(packet: bytes) -> int:
+    """The IPv4 packet's length as its header gives it (a copy of it may be shorter)."""
+    return int(struct.unpack_from("!H", packet, 2)[0]) if len(packet) >= 4 else len(packet)
 
 
 def whole(packet: bytes) -> bool:
