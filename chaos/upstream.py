@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-__all__ = ["DEFERRED_KV_RELEASE", "DEFERRED_KV_RELEASE_HELD", "deferred_kv_release", "deferred_kv_release_race"]
+__all__ = [
+    "DEFERRED_KV_RELEASE",
+    "DEFERRED_KV_RELEASE_HELD",
+    "FAILED_KV_HELD_TILL_NEXT_REQUEST",
+    "deferred_kv_release",
+    "failed_kv_held_till_next_request",
+]
 
 DEFERRED_KV_RELEASE = (
     "decode keeps the KV pages of a transfer that failed (a KV link down or reset, a prefill killed) "
@@ -35,7 +41,22 @@ def _deferred_kv_release(*, strict: bool) -> pytest.MarkDecorator:
 # the mark a suite puts on a scenario in which decode's transfers fail (the leak window then
 # sees decode's KV held): for engines that do not free it at once
 deferred_kv_release = _deferred_kv_release(strict=True)
-# the same, where whether a failed transfer's pages are still held when the leak window opens
-# is a race (most of the rooms' releases are acked at once, now and then one is not): shown,
-# only with its evidence; not shown, the test passes all the same
-deferred_kv_release_race = _deferred_kv_release(strict=False)
+
+FAILED_KV_HELD_TILL_NEXT_REQUEST = (
+    "decode now and then keeps the KV pages of one request its waiting timeout failed until the "
+    "next request reaches it, not the 30 s of the deferred release: behind a blackholed kv link, "
+    "of the rooms failed together all but one are freed at once, and the last one's pages stay "
+    "while decode is idle, freed when the next request (the rig's recovery probe) is served. "
+    "Evidence: decode's num_used_tokens (its /v1/loads) stays above its baseline past the leak "
+    "window while every queue is back to 0"
+)
+# a race: shown in some runs only, and then only with its evidence; not shown, the test passes
+failed_kv_held_till_next_request = pytest.mark.known_issue(
+    "no_leak",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=FAILED_KV_HELD_TILL_NEXT_REQUEST,
+    evidence=DEFERRED_KV_RELEASE_HELD,
+    lacking="failed_transfer_freed_at_once",
+    strict=False,
+)

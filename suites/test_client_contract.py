@@ -20,7 +20,7 @@ import pytest
 from chaos import verdicts as v
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.observe.records import Phase
-from chaos.upstream import deferred_kv_release_race
+from chaos.upstream import failed_kv_held_till_next_request
 
 pytestmark = [pytest.mark.fault("engine")]
 
@@ -49,7 +49,7 @@ def test_aborted_streams_end_well_formed_for_every_client(scenario, workload, fa
 
 
 @pytest.mark.needs("kv_link")
-@deferred_kv_release_race  # sglang-cpu 2026-12-06: one room's 19 tokens held past quiet, in one run of several
+@failed_kv_held_till_next_request  # sglang-cpu 2026-12-06: one room's 19 tokens held until the probe
 def test_streams_failed_by_a_timeout_end_well_formed_for_every_client(scenario, workload, faults, bounds):
     d = bounds.past_timeout(bounds.waiting_s, slacks=2)
     scenario.judge(v.every_request_terminal(within_s=d.ends_within_s), v.failed_requests_are_clean(phase=Phase.FAULT))

@@ -18,7 +18,7 @@ from chaos.clients.client import Deadlines
 from chaos.observe.pipeline import DECODE_TRANSFER_FAILED, ENGINE_QUEUES, ROUTER_INFLIGHT, Metric
 from chaos.observe.records import Phase
 from chaos.targets.base import Capability
-from chaos.upstream import deferred_kv_release
+from chaos.upstream import deferred_kv_release, failed_kv_held_till_next_request
 
 pytestmark = [pytest.mark.fault("network"), pytest.mark.needs("kv_link")]
 
@@ -68,6 +68,10 @@ PAGES_DISAGREE_ON = [
 
 @pytest.mark.smoke
 @pytest.mark.parametrize("stall", ["blackhole", "crawl"])
+# sglang-cpu 2026-12-06, blackhole, twice in a day: one room's KV (1111 and 1125 tokens) held
+# past quiet while every queue was back to 0, freed when the probe was served; other runs free
+# every room at once
+@failed_kv_held_till_next_request
 @pytest.mark.known_issue(
     "sources_agree",
     component="SGLang",
