@@ -26,12 +26,14 @@ DEFERRED_KV_RELEASE = (
 DEFERRED_KV_RELEASE_HELD = {"held": ["decode:num_used_tokens"]}
 
 
-def _deferred_kv_release(*, strict: bool) -> pytest.MarkDecorator:
+def _decode_kv_held(behaviour: str, *, strict: bool) -> pytest.MarkDecorator:
+    """A known issue on ``no_leak`` whose evidence is decode's KV held, and nothing else, for
+    engines that do not free a failed transfer's pages at once."""
     return pytest.mark.known_issue(
         "no_leak",
         component="SGLang",
         version="0.5.23",
-        behaviour=DEFERRED_KV_RELEASE,
+        behaviour=behaviour,
         evidence=DEFERRED_KV_RELEASE_HELD,
         lacking="failed_transfer_freed_at_once",
         strict=strict,
@@ -40,7 +42,7 @@ def _deferred_kv_release(*, strict: bool) -> pytest.MarkDecorator:
 
 # the mark a suite puts on a scenario in which decode's transfers fail (the leak window then
 # sees decode's KV held): for engines that do not free it at once
-deferred_kv_release = _deferred_kv_release(strict=True)
+deferred_kv_release = _decode_kv_held(DEFERRED_KV_RELEASE, strict=True)
 
 FAILED_KV_HELD_TILL_NEXT_REQUEST = (
     "decode now and then keeps the KV pages of one request its waiting timeout failed until the "
@@ -51,12 +53,4 @@ FAILED_KV_HELD_TILL_NEXT_REQUEST = (
     "window while every queue is back to 0"
 )
 # a race: shown in some runs only, and then only with its evidence; not shown, the test passes
-failed_kv_held_till_next_request = pytest.mark.known_issue(
-    "no_leak",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=FAILED_KV_HELD_TILL_NEXT_REQUEST,
-    evidence=DEFERRED_KV_RELEASE_HELD,
-    lacking="failed_transfer_freed_at_once",
-    strict=False,
-)
+failed_kv_held_till_next_request = _decode_kv_held(FAILED_KV_HELD_TILL_NEXT_REQUEST, strict=False)
