@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-SHIM = Path(__file__).resolve().parent / "shim"  # sgl_kernel: see shim/sgl_kernel/__init__.py
+SHIM = Path(__file__).resolve().parent / "shim"  # sgl_kernel, and the KV checksum's CPU digest (shim/sitecustomize.py)
 
 # What a CPU cannot have of a GPU engine's command line, and what it runs instead. This is
 # the one swap between the GPU targets' engines (compose/gpu.yaml) and these: the gpu-on-cpu
@@ -99,9 +99,11 @@ def command(
     max_running_requests: int,
     bootstrap_port: int | None,
     decode_radix_cache: bool = False,
+    kv_checksum: bool = False,
 ) -> list[str]:
     """The engine's argv after the interpreter. The running limit is the stack's (an overload
-    suite runs a stack with a small one), and so is decode's radix cache."""
+    suite runs a stack with a small one), and so are decode's radix cache and the KV checksum
+    (both engines; its digest runs on a CPU by ``shim/sitecustomize.py``)."""
     argv = ["-m", "sglang.launch_server", "--model-path", model_path, "--served-model-name", served_model_name,
             "--host", "127.0.0.1", "--port", str(port), "--nccl-port", str(nccl_port),
             "--max-running-requests", str(max_running_requests), *FLAGS, *ROLE_FLAGS[role], *swap_flags(role)]  # fmt: skip
@@ -111,6 +113,8 @@ def command(
         argv += ["--disaggregation-bootstrap-port", str(bootstrap_port)]
     elif decode_radix_cache:
         argv += ["--disaggregation-decode-enable-radix-cache"]
+    if kv_checksum:
+        argv += ["--disaggregation-enable-kv-checksum"]
     return argv
 
 
@@ -141,9 +145,16 @@ def main(args: list[str] | None = None) -> None:
         action="store_true",
         help="decode: SGLang's own flag, passed on",
     )
+    parser.add_argument(
+        "--disaggregation-enable-kv-checksum",
+        dest="kv_checksum",
+        action="store_true",
+        help="both engines: SGLang's own flag, passed on",
+    )
     a = parser.parse_args(args)
     argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port,
-                   max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port, decode_radix_cache=a.decode_radix_cache)  # fmt: skip
+                   max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port, decode_radix_cache=a.decode_radix_cache,
+                   kv_checksum=a.kv_checksum)  # fmt: skip
     os.execve(sys.executable, [sys.executable, *argv], environment(a.role, dict(os.environ)))
 
 

@@ -158,6 +158,10 @@ class ComposeStack:
     def up(cls, cfg: StackConfig, variant: str = "compose") -> "ComposeStack":
         if variant not in VARIANTS:
             raise ConfigError(f"unknown compose variant {variant!r}; known: {', '.join(VARIANTS)}")
+        if cfg.kv_checksum:
+            raise ConfigError(
+                "the compose stacks do not turn the KV checksum on yet: kv_checksum=True needs sglang-cpu"
+            )
         info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12], links=VARIANTS[variant].links)
         project = f"pdchaos-{cfg.port_base}"
         files = [str(COMPOSE_DIR / f) for f in ("stack.yaml", *VARIANTS[variant].overlays)]

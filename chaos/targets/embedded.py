@@ -53,6 +53,8 @@ class EmbeddedStack:
     # ---- bring up / attach / down ---------------------------------------------------------
     @classmethod
     def up(cls, cfg: StackConfig) -> "EmbeddedStack":
+        if cfg.kv_checksum and cls.KIND == "embedded":
+            raise ConfigError("pdsim has no KV checksum yet: kv_checksum=True needs real SGLang (sglang-cpu)")
         state_dir = Path(cfg.state_dir).resolve()
         cls._clear_stale(state_dir)
         ports = PortPlan(cfg.port_base)

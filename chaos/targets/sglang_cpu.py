@@ -211,6 +211,7 @@ class SGLangCPUStack(EmbeddedStack):
     def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
         env = cfg.timeouts.to_env(inflight_watchdog=cfg.inflight_watchdog) | LOCAL_ENGINE_ENV
         common = (str(SGLANG_HOME / "venv" / "bin" / "python"), str(LAUNCHER))
+        checksum = ("--disaggregation-enable-kv-checksum",) if cfg.kv_checksum else ()
         model = (
             "--model-path",
             str(SGLANG_HOME / "model"),
@@ -232,6 +233,7 @@ class SGLangCPUStack(EmbeddedStack):
                     str(ports.prefill_dist),
                     "--bootstrap-port",
                     str(ports.prefill_bootstrap),
+                    *checksum,
                 ),
                 env,
                 logs / "prefill.log",
@@ -247,6 +249,7 @@ class SGLangCPUStack(EmbeddedStack):
                     "--nccl-port",
                     str(ports.decode_dist),
                     *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
+                    *checksum,
                 ),
                 env,
                 logs / "decode.log",

@@ -147,6 +147,9 @@ class StackConfig:
     # decode's radix cache (SGLang's --disaggregation-decode-enable-radix-cache): decode
     # reuses a conversation's earlier KV and asks prefill only for the new tokens' KV
     decode_radix_cache: bool = False
+    # the KV checksum (SGLang's --disaggregation-enable-kv-checksum, on both engines): prefill
+    # digests each request's KV, decode verifies it and fails the request on a mismatch
+    kv_checksum: bool = False
     startup_timeout_s: float = 30.0
     slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
@@ -238,6 +241,7 @@ class StackInfo:
                 "router_queue_size": cfg.router_queue_size,
                 "router_queue_timeout_s": cfg.router_queue_timeout_s,
                 "decode_radix_cache": cfg.decode_radix_cache,
+                "kv_checksum": cfg.kv_checksum,
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
                 "kv_bytes_per_token": cfg.kv_bytes_per_token,
