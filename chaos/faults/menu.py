@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, cast
 
 from chaos.errors import ConfigError
 from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll, CacheFlush
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
-from chaos.faults.packet import PacketFault
+from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
-from chaos.faults.queued import PacketCorrupt, PacketDelay
+from chaos.faults.queued import PacketCorrupt, PacketDelay, Queued
 from chaos.faults.runner import DEFAULT_TRIGGER_DEADLINE_S, FaultBlock, FaultRunner
 from chaos.observe.triggers import Condition
 from chaos.targets.toxiproxy import Toxic
@@ -142,29 +142,29 @@ class Faults(FaultRunner):
         )
         return self.apply(fault, when=when, deadline_s=deadline_s, until=until, hold_s=hold_s)
 
+    def _queued(self, link: str, what: str, make: Callable[[PacketLinks], Queued], **kw: Any) -> FaultBlock:
+        """A fault by the queue handler on ``link``: only a packet link of a stack pd-chaos made
+        (an attached deployment's stack file gives no command for it). ``stream`` is not
+        needed: the handler takes the data's way, to the link's ports."""
+        if not self._by_packets(link) or getattr(self.target, "link_fault", None):
+            raise ConfigError(
+                f"{what} on {link} needs a packet link of a stack pd-chaos made (sglang-cpu's kv, control)"
+            )
+        kw.pop("stream", None)
+        return self.apply(make(cast(PacketLinks, self.target)), **kw)
+
     def latency(self, link: str, latency_ms: int, *, jitter_ms: int = 0, **kw: Any) -> FaultBlock:
         """Delay on the link (suites that delay an engine link need ``link_delay``): Toxiproxy's
-        latency toxic, or on a packet link the queue handler, on the data's way (to the link's
-        ports, where ``stream`` is not needed)."""
+        latency toxic, or on a packet link the queue handler."""
         if self._by_packets(link):
-            if getattr(self.target, "link_fault", None):
-                raise ConfigError(f"delay on {link}: an attached deployment's stack file gives no delay command")
-            kw.pop("stream", None)
-            fault = PacketDelay(self.target, link, latency_ms, jitter_ms=jitter_ms)  # type: ignore[arg-type]
-            return self.apply(fault, **kw)
+            return self._queued(link, "delay", lambda t: PacketDelay(t, link, latency_ms, jitter_ms=jitter_ms), **kw)
         return self.toxic(link, "latency", latency=latency_ms, jitter=jitter_ms, **kw)
 
     def corrupt(self, link: str, prob: float, *, min_payload: int = 1024, **kw: Any) -> FaultBlock:
         """At ``prob``, a byte flipped in each data packet on the link (suites that corrupt a
         link need ``link_corrupt``): only a packet link, where the queue handler rewrites the
         packets with their checksums made right; Toxiproxy has no toxic that does it."""
-        if not self._by_packets(link) or getattr(self.target, "link_fault", None):
-            raise ConfigError(
-                f"corrupting {link} needs a packet link of a stack pd-chaos made (sglang-cpu's kv, control)"
-            )
-        kw.pop("stream", None)
-        fault = PacketCorrupt(self.target, link, prob, min_payload=min_payload)  # type: ignore[arg-type]
-        return self.apply(fault, **kw)
+        return self._queued(link, "corrupting", lambda t: PacketCorrupt(t, link, prob, min_payload=min_payload), **kw)
 
     def bandwidth(self, link: str, rate_kb_s: int, **kw: Any) -> FaultBlock:
         """The link slowed to ``rate_kb_s`` KB/s (a crawl: an htb class on packet links)."""

@@ -20,7 +20,6 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +29,7 @@ from chaos.errors import FaultNotApplied, FaultNotHealed, TargetError
 from chaos.faults.base import Fault
 from chaos.faults.packet import PacketLink, PacketLinks
 from chaos.system.netns import Namespace
-from chaos.system.procs import stop_group
+from chaos.system.procs import ProcSpec, alive, spawn, stop_group
 from chaos.system.wait import STATE_CHANGE_S, wait_until
 from chaos.targets.base import ENGINES
 
@@ -53,7 +52,7 @@ class Queued(Fault):
         self.tag = f"pdchaos-{link}-{self.what}-{self.queue:x}"
         self._dir: Path | None = None  # made at the injection, removed at the heal: the handler's log and figures
         self._at: PacketLink | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None  # the handler's
         self._figures: dict[str, Any] | None = None
         self._met = ""
 
@@ -91,10 +90,14 @@ class Queued(Fault):
         the fault is on, its last word after the heal; empty before it wrote any."""
         return (self._figures_now() if self._figures is None else self._figures) or {}
 
+    def _prepare(self, at: PacketLink) -> None:
+        """What the namespace needs before the handler takes its packets (nothing by default)."""
+
     def inject(self) -> None:
         self._at = at = self.target.packet_link(self.link)
+        self._prepare(at)
         self._dir = Path(tempfile.mkdtemp(prefix=f"pdchaos-queue-{self.queue:x}-"))
-        argv = [
+        argv = (
             *at.namespace.enter(),
             sys.executable,
             "-m",
@@ -104,21 +107,18 @@ class Queued(Fault):
             f"--seed={self.seed}",
             f"--stats={self._stats}",
             f"--parent={os.getpid()}",
-        ]
-        with open(self._log, "ab") as log:
-            self._proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        )
+        self._pid = pid = spawn(ProcSpec("queue-handler", argv, {}, self._log))
         try:
             wait_until(
-                lambda: self._proc is not None and (self._proc.poll() is not None or self._stats.exists()),
+                lambda: not alive(pid) or self._stats.exists(),
                 timeout_s=STATE_CHANGE_S,
                 what=f"the handler bound to NFQUEUE {self.queue}",
             )
         except TargetError as exc:
             raise FaultNotApplied(f"the handler did not start: {exc}; its log: {self._tail()}") from exc
-        if self._proc.poll() is not None:
-            raise FaultNotApplied(f"the handler exited {self._proc.returncode} at its start: {self._tail()}")
+        if not alive(pid):
+            raise FaultNotApplied(f"the handler exited at its start: {self._tail()}")
         at.namespace.add_queue(at.ports, self.queue, self.tag)
 
     def _tail(self) -> str:
@@ -133,16 +133,16 @@ class Queued(Fault):
         return self._at.namespace
 
     def verify(self) -> str:
-        if self._at is None or self._proc is None:
+        if self._at is None or self._pid is None:
             raise FaultNotApplied(f"{self.describe()} was never injected")
         ns = self._at.namespace
         if ns.rule_counters(self.tag) is None:
             raise FaultNotApplied(f"no rule tagged {self.tag} listed in {ns.path}")
-        if self._proc.poll() is not None:
-            raise FaultNotApplied(f"the handler exited {self._proc.returncode}: {self._tail()}")
+        if not alive(self._pid):
+            raise FaultNotApplied(f"the handler exited: {self._tail()}")
         return (
             f"NFQUEUE {self.queue} rules tagged {self.tag} on the traffic to ports {list(self._at.ports)} "
-            f"({self._at.what} in {ns.path}); the queue handler (pid {self._proc.pid}) takes each packet: "
+            f"({self._at.what} in {ns.path}); the queue handler (pid {self._pid}) takes each packet: "
             f"{' '.join(self.handler_args)}"
         )
 
@@ -151,9 +151,8 @@ class Queued(Fault):
             return
         counters = self._at.namespace.rule_counters(self.tag)
         self._at.namespace.remove_queue(self._at.ports, self.queue, self.tag)
-        if self._proc is not None and self._proc.poll() is None:
-            stop_group(self._proc.pid, grace_s=STATE_CHANGE_S)
-            self._proc.wait(timeout=STATE_CHANGE_S)
+        if self._pid is not None:
+            stop_group(self._pid, grace_s=STATE_CHANGE_S)  # waits for its exit, and reaps it
         self._figures = self._figures_now() or self._figures
         self._met = str(counters) if counters is not None else self._met
         if self._dir is not None:
@@ -165,8 +164,8 @@ class Queued(Fault):
         ns = self._at.namespace
         if ns.rule_counters(self.tag) is not None:
             raise FaultNotHealed(f"rules tagged {self.tag} still listed in {ns.path}")
-        if self._proc is not None and self._proc.poll() is None:
-            raise FaultNotHealed(f"the handler (pid {self._proc.pid}) still runs")
+        if self._pid is not None and alive(self._pid):
+            raise FaultNotHealed(f"the handler (pid {self._pid}) still runs")
         figures = self._figures or {}
         took = (
             f"the handler took {figures['packets']} packets ({figures['bytes']} bytes), held "
@@ -220,11 +219,9 @@ class PacketCorrupt(Queued):
     def describe(self) -> str:
         return f"corrupt a byte of {self.prob:.0%} of the data packets on {self.link} (NFQUEUE and the queue handler)"
 
-    def inject(self) -> None:
-        ns = self.target.packet_link(self.link).namespace
-        self._mtu = ns.mtu()
-        ns.set_mtu(self.MTU)
-        super().inject()
+    def _prepare(self, at: PacketLink) -> None:
+        self._mtu = at.namespace.mtu()
+        at.namespace.set_mtu(self.MTU)
 
     def verify(self) -> str:
         mtu = self.at_namespace().mtu()

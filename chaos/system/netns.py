@@ -133,29 +133,33 @@ class Namespace:
             for way in ("--dport", "--sport")
         ]
 
-    def add_rules(self, mode: str, ports: tuple[int, ...], tag: str) -> None:
+    def _append(self, specs: list[tuple[str, ...]]) -> None:
         self._chain()
-        for spec in self._specs(mode, ports, tag):
+        for spec in specs:
             self.run(_need("iptables"), "-A", CHAIN, *spec)
 
-    def remove_rules(self, mode: str, ports: tuple[int, ...], tag: str) -> None:
-        for spec in self._specs(mode, ports, tag):
+    def _delete(self, specs: list[tuple[str, ...]]) -> None:
+        for spec in specs:
             self.run(_need("iptables"), "-D", CHAIN, *spec, check=False)
 
-    def _queue_specs(self, ports: tuple[int, ...], queue: int, tag: str) -> list[tuple[str, ...]]:
+    def add_rules(self, mode: str, ports: tuple[int, ...], tag: str) -> None:
+        self._append(self._specs(mode, ports, tag))
+
+    def remove_rules(self, mode: str, ports: tuple[int, ...], tag: str) -> None:
+        self._delete(self._specs(mode, ports, tag))
+
+    @staticmethod
+    def _queue_specs(ports: tuple[int, ...], queue: int, tag: str) -> list[tuple[str, ...]]:
         return [
             ("-p", "tcp", "--dport", str(p), "-m", "comment", "--comment", tag, *_queue_target(queue)) for p in ports
         ]
 
     def add_queue(self, ports: tuple[int, ...], queue: int, tag: str) -> None:
         """The traffic to ``ports`` handed to NFQUEUE ``queue`` (the queue handler bound to it)."""
-        self._chain()
-        for spec in self._queue_specs(ports, queue, tag):
-            self.run(_need("iptables"), "-A", CHAIN, *spec)
+        self._append(self._queue_specs(ports, queue, tag))
 
     def remove_queue(self, ports: tuple[int, ...], queue: int, tag: str) -> None:
-        for spec in self._queue_specs(ports, queue, tag):
-            self.run(_need("iptables"), "-D", CHAIN, *spec, check=False)
+        self._delete(self._queue_specs(ports, queue, tag))
 
     def rule_counters(self, tag: str) -> Counters | None:
         """Packets and bytes the rules tagged ``tag`` matched; None when none is listed."""
