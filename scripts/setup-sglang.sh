@@ -44,7 +44,7 @@ fi
 
 # The engines run in a network namespace of the stack's own, whose links are broken with
 # packet rules (chaos.system.netns): nsenter (util-linux), ip and tc (iproute2), iptables; and
-# delayed by the queue handler (chaos.system.queue_handler), whose binding is built against
+# delayed and corrupted by the queue handler (chaos.system.queue_handler), whose binding is built against
 # libnetfilter-queue (its headers, and a C compiler).
 if [ "$(id -u)" = 0 ]; then
   need=()
@@ -60,7 +60,7 @@ if [ "$(id -u)" = 0 ]; then
   fi
   .venv/bin/python -c "import netfilterqueue" 2>/dev/null \
     || .venv/bin/pip install -q -e '.[packets]' \
-    || echo "setup-sglang: could not install the packets extra: the sglang-cpu target will lack link_delay" >&2
+    || echo "setup-sglang: could not install the packets extra: the sglang-cpu target will lack link_corrupt" >&2
 fi
 
 # Mooncake's engine.so needs libibverbs.so.1 (and libnl) at load time, even over TCP.
