@@ -23,6 +23,12 @@ take the names of the gauges they stand for (``num_decode_transfer_queue_reqs``)
 What ``/metrics`` said of the same figure is kept beside them, as ``<name>@metrics``
 (``twin``): two sources of one figure are judged against each other
 (``chaos.judge.gauges.sources_agree``), so that a lying one cannot hide behind the other.
+
+The router is read the same way where the stack names its worker list (``router_loads``,
+smg's ``/workers``): each worker's ``load`` there is the counter smg routes by, and takes the
+name of the gauge that reports it (``smg_worker_requests_active``). smg 1.13.0 sets that
+gauge from a read of the counter after each change, so two requests ending at once can leave
+it at a count the counter has left (docs/known-issues.md): the gauge is kept as the twin.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import httpx
 import psutil
@@ -42,7 +48,17 @@ from chaos.observe.history import History
 from chaos.observe.records import Sample
 from chaos.system.limits import waiting
 
-__all__ = ["HEALTH", "PROCS", "PROCS_INTERVAL_S", "Sampler", "merged", "parse_metrics", "twin", "values_of"]
+__all__ = [
+    "HEALTH",
+    "PROCS",
+    "PROCS_INTERVAL_S",
+    "Sampler",
+    "merged",
+    "parse_metrics",
+    "twin",
+    "values_of",
+    "worker_loads",
+]
 
 DEFAULT_INTERVAL_S = 0.1
 _SCRAPE_TIMEOUT = httpx.Timeout(0.5, connect=0.25)
@@ -51,9 +67,11 @@ PROCS = "procs"  # the source of process trees' memory and open files (watch_pro
 PROCS_INTERVAL_S = 1.0  # memory and descriptors move slowly; reading a tree costs a few ms
 # smg's health check timeout; SGLang 0.5.23's /health runs a 1-token generate, so takes 1 s at least
 _HEALTH_TIMEOUT = httpx.Timeout(5.0, connect=0.25)
-# What health checkers (Compose, load balancers, smg itself) ask for: not serving traffic.
+# What health checkers (Compose, load balancers, smg itself) and monitors (this sampler's
+# read of smg's worker list) ask for: not serving traffic.
 PROBE_PATHS = frozenset(
     {
+        "/workers",
         "/health",
         "/readiness",
         "/liveness",
@@ -76,7 +94,9 @@ _LOADS_PREFIX = "sglang_"  # /v1/loads in Prometheus form: sglang_num_running_re
 _KEPT_APART_BY = ("proxy", "worker", "path")
 _UNKEPT_SUFFIXES = ("_bucket", "_created")
 _UNKEPT_LINES = re.compile(r"^(?:[^#\n]*(?:%s)[{ ][^\n]*|#[^\n]*)\n" % "|".join(_UNKEPT_SUFFIXES), re.M)
-_SUMMED_LABELS = re.compile(r"\{(?![^\n]*\b(?:%s)=)[^\n]*\}(?= )" % "|".join(_KEPT_APART_BY))
+# (a label set starts at the brace after the name: a label's value may hold braces too, as
+# smg's path="/workers/{worker_id}")
+_SUMMED_LABELS = re.compile(r"^([^\s{#]+)\{(?![^\n]*\b(?:%s)=)[^\n]*\}(?= )" % "|".join(_KEPT_APART_BY), re.M)
 
 
 def _name(raw: str) -> str:
@@ -95,7 +115,7 @@ def parse_metrics(text: str) -> dict[str, float]:
     The rig must observe what it judges in time: at full cost, parsing on a loaded 2-core
     machine held the GIL long enough to delay the clients' reads by a second and more, and a
     reply that came on time was judged late. Hence what no value comes from is cut first."""
-    return values_of(text_string_to_metric_families(_SUMMED_LABELS.sub("", _UNKEPT_LINES.sub("", text))))
+    return values_of(text_string_to_metric_families(_SUMMED_LABELS.sub(r"\1", _UNKEPT_LINES.sub("", text))))
 
 
 def values_of(families: Iterable[Metric]) -> dict[str, float]:
@@ -125,6 +145,18 @@ def values_of(families: Iterable[Metric]) -> dict[str, float]:
     return values
 
 
+# the gauge smg sets from each worker's load counter, which its /workers lists as "load"
+_WORKER_LOAD = "smg_worker_requests_active"
+
+
+def worker_loads(workers: dict[str, Any]) -> dict[str, float]:
+    """One sample's values from smg's ``/workers``: each worker's load counter under the
+    name of the gauge that reports it, per worker (``name:url``) and summed, as
+    ``values_of`` keys smg's page."""
+    values = {f"{_WORKER_LOAD}:{w['url']}": float(w["load"]) for w in workers["workers"]}
+    return {_WORKER_LOAD: sum(values.values()), **values}
+
+
 def twin(name: str) -> str:
     """The key of what an engine's ``/metrics`` said of a figure its ``/v1/loads`` also
     reports (the plain name holds the live count)."""
@@ -145,7 +177,8 @@ def merged(pages: list[dict[str, float]]) -> dict[str, float]:
 
 def metrics_urls(endpoints: dict[str, str]) -> dict[str, tuple[str, ...]]:
     """source -> the URLs of one sample, for a stack's endpoints: each engine's /metrics (and
-    /v1/loads where it serves them), the router's, and Toxiproxy's if any."""
+    /v1/loads where it serves them), the router's (and its worker list, where named), and
+    Toxiproxy's if any."""
     urls = {
         engine: (
             endpoints[engine] + "/metrics",
@@ -153,7 +186,10 @@ def metrics_urls(endpoints: dict[str, str]) -> dict[str, tuple[str, ...]]:
         )
         for engine in ("prefill", "decode")
     }
-    urls["router"] = (endpoints["router_metrics"],)
+    urls["router"] = (
+        endpoints["router_metrics"],
+        *([endpoints["router_loads"]] if "router_loads" in endpoints else []),
+    )
     if "toxiproxy_metrics" in endpoints:
         urls["toxiproxy"] = (endpoints["toxiproxy_metrics"],)
     return urls
@@ -234,8 +270,9 @@ class Sampler:
             for url in self.urls[name]:  # all of them, or no sample: a half sample would mix stale and live
                 r = self._clients[name].get(url)
                 r.raise_for_status()
-                pages.append(parse_metrics(r.text))
-        except (httpx.HTTPError, ValueError):
+                json_page = r.headers.get("content-type", "").startswith("application/json")
+                pages.append(worker_loads(r.json()) if json_page else parse_metrics(r.text))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
             self.failures[name].append(t)
             return
         self._add(Sample(t, name, merged(pages)))

@@ -208,6 +208,7 @@ class StackInfo:
                 "client": url(ports.client_router),
                 "router": url(ports.router),
                 "router_metrics": f"{url(ports.router_metrics)}/metrics",
+                "router_loads": f"{url(ports.router)}/workers",
                 "prefill": url(ports.prefill),
                 "decode": url(ports.decode),
                 "prefill_bootstrap": url(ports.prefill_bootstrap),

@@ -5,6 +5,7 @@
       client: http://127.0.0.1:30001        # where clients send (through a proxy, if one is in the path)
       router: http://127.0.0.1:30001
       router_metrics: http://127.0.0.1:29001/metrics
+      router_loads: http://127.0.0.1:30001/workers   # optional: smg's worker list, its live load counters
       prefill: http://127.0.0.1:30000
       decode: http://127.0.0.1:30002
       toxiproxy: http://127.0.0.1:8474      # optional: network faults need a Toxiproxy in the path
@@ -72,6 +73,7 @@ SCHEMA: dict[str, Any] = {
                     "client",
                     "router",
                     "router_metrics",
+                    "router_loads",
                     "prefill",
                     "decode",
                     "prefill_bootstrap",
