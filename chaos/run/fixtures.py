@@ -56,6 +56,7 @@ def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
         tmp_path_factory.mktemp("stacks"),
         worker=worker,
         record_dir=run_dir(pytestconfig) / "stacks",
+        overrides={"kv_checksum": True} if pytestconfig.getoption("--kv-checksum") else {},
     )
     try:
         yield factory

@@ -75,6 +75,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"first port of the range the session's stacks use (default {BASES['pytest']})",
     )
     group.addoption(
+        "--kv-checksum",
+        action="store_true",
+        help="with --target sglang-cpu: start the session's stacks with SGLang's KV checksum on "
+        "(--disaggregation-enable-kv-checksum on both engines; off by default, as upstream)",
+    )
+    group.addoption(
         "--stop-at-verdict",
         action="store_true",
         help="end the session at the first failed verdict (not at a rig error): the kill matrix's -x",
@@ -131,6 +137,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[EXPLORE] = Budget.parse(explore) if explore else None
     except ConfigError as exc:
         raise pytest.UsageError(f"--explore: {exc}") from None
+    if config.getoption("--kv-checksum") and choice.name != "sglang-cpu":
+        raise pytest.UsageError(f"--kv-checksum needs --target sglang-cpu: target {choice.name} cannot turn it on")
     seed = config.getoption("--seed")
     parallel = getattr(config, "workerinput", None) is not None or bool(getattr(config.option, "numprocesses", None))
     if choice.name in GPU and parallel:

@@ -28,8 +28,8 @@ def session_defects() -> str:
 
 
 class StackFactory:
-    """Starts stacks of the chosen target on free ports with chosen overrides; stops all of
-    them at the end. On an attached deployment it hands out that deployment, as it is."""
+    """Starts stacks of the chosen target on free ports with chosen overrides (the session's,
+    then the caller's); stops all of them at the end. On an attached deployment it hands out that deployment, as it is."""
 
     def __init__(
         self,
@@ -39,8 +39,10 @@ class StackFactory:
         *,
         worker: str | None = None,
         record_dir: Path | None = None,
+        overrides: dict[str, Any] | None = None,
     ) -> None:
         self.choice = choice
+        self._overrides = overrides or {}  # the session's choices for every stack (--kv-checksum)
         self._ports = PortAllocator(port_base, worker)
         self._root = state_root
         self._stacks: list[Target] = []
@@ -48,7 +50,7 @@ class StackFactory:
 
     def start(self, *, defects: str = "", timeouts: Timeouts | None = None, **overrides: Any) -> Target:
         if not self.choice.starts_stacks:
-            if defects or timeouts is not None or overrides:
+            if defects or timeouts is not None or overrides or self._overrides:
                 skip(
                     SkipKind.TARGET,
                     f"target {self.choice.name} cannot start a stack with defects, timeouts or other overrides",
@@ -61,7 +63,7 @@ class StackFactory:
         register(cfg.state_dir)
         try:
             with activity(f"stack start ({self.choice.name}, port base {base})"):
-                stack = self.choice.start(replace(cfg, **overrides))
+                stack = self.choice.start(replace(cfg, **(self._overrides | overrides)))
         except BaseException:  # a failed or interrupted start stops what it began: forget it
             with shielded():
                 unregister(cfg.state_dir)

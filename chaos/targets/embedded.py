@@ -45,7 +45,8 @@ class EmbeddedStack:
     KIND = "embedded"
     LINKS: tuple[str, ...] = PROXIES
     START_ORDER: tuple[str, ...] = ("toxiproxy", "prefill", "decode", "router")
-    capabilities = frozenset(Capability)
+    # pdsim's links are Toxiproxy's, which cannot rewrite bytes, and pdsim checks no KV yet
+    capabilities = frozenset(Capability) - {Capability.LINK_CORRUPT, Capability.KV_VERIFIED}
 
     def __init__(self, info: StackInfo) -> None:
         self.info = info

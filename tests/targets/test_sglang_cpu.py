@@ -405,47 +405,25 @@ def test_a_failed_transfer_holds_decodes_kv_until_the_deferred_release_timeout(s
     assert "Deferred KV release for room" in sglang_stack.logs("decode")
 
 
-def test_with_the_kv_checksum_corrupted_kv_fails_cleanly(pytestconfig, tmp_path_factory):
+@pytest.mark.skipif(
+    not nfqueue_available(), reason="corrupting a link needs NFQUEUE and its binding (make setup-sglang)"
+)
+def test_with_the_kv_checksum_corrupted_kv_fails_cleanly(pytestconfig, tmp_path):
     """SGLang's defence against KV corrupted in flight, with its digest on a CPU
-    (``sglang_cpu/shim/sitecustomize.py``): with ``--disaggregation-enable-kv-checksum`` on
-    both engines, a clean link serves every request; with bytes of the KV flipped on the wire
-    (``PacketCorrupt``: TCP checksums made right, so decode reads them), no reply decoded from
-    them reaches its client: each request either replies as the clean run did, or fails
-    cleanly, and decode logs SGLang's "KV checksum mismatch" (the corruption landed)."""
-    from chaos.clients.client import Deadlines
-    from chaos.clients.workloads import Workload
-    from chaos.faults.queued import PacketCorrupt
-    from chaos.observe.history import History
-    from chaos.observe.records import Outcome
-
-    factory = StackFactory(
-        TargetChoice("sglang-cpu"), port_base(pytestconfig, "sglang_checksum"), tmp_path_factory.mktemp("checksum")
-    )
-    try:
-        stack = factory.start(kv_checksum=True)
-        workload = Workload(
-            stack.info.endpoints["client"], History(), seed=3, model=MODEL_NAME, deadlines=Deadlines(total_s=30)
-        )
-        bodies = [workload.chat(f"checksum #{i}: " + "harbour lantern " * 150, max_tokens=16) for i in range(4)]
-        clean = workload.background(bodies).join()
-        assert all(e.outcome is Outcome.OK for e in clean), [(e.outcome.value, e.error[:80]) for e in clean]
-        fault = PacketCorrupt(stack, "kv", 0.2)  # type: ignore[arg-type]
-        fault.inject()
-        try:
-            fault.verify()
-            corrupted = workload.background(bodies).join()
-        finally:
-            fault.heal()
-        fault.verify_healed()
-        assert fault.figures["corrupted"] > 0, fault.figures
-        caught = [e for e in corrupted if e.outcome is not Outcome.OK]
-        wrong = [e for e, c in zip(corrupted, clean, strict=True) if e.outcome is Outcome.OK and e.reply != c.reply]
-        assert not wrong, [e.reply for e in wrong]  # never a reply decoded from corrupted KV
-        assert caught and all(e.outcome is Outcome.CLEAN_ERROR for e in caught), [
-            (e.outcome.value, e.status, e.error[:120]) for e in corrupted
-        ]
-        # FOUND 2026-12-06: smg retries each mismatch's 500 until its circuits open, so clients
-        # read 503 "all circuits open", not the mismatch: decode's log is where it is told
-        assert "KV checksum mismatch" in stack.logs("decode")
-    finally:
-        factory.stop_all()
+    (``sglang_cpu/shim/sitecustomize.py``): the suite's corruption scenario on a stack started
+    with ``--kv-checksum`` (``--disaggregation-enable-kv-checksum`` on both engines) passes
+    on the verdicts of an engine that verifies its KV: every request into the fault failed
+    cleanly and decode counted the failed transfers. Without it the same scenario is a strict
+    known issue (replies decoded from the corrupted KV, with a 200), run by ``make suites-sglang``."""
+    reports = tmp_path / "reports"
+    suite = run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "suites/test_kv_link.py::test_corrupted_kv_is_never_served",
+         "--target", "sglang-cpu", "--kv-checksum", f"--port-base={port_base(pytestconfig, 'sglang_checksum')}",
+         "--reports-dir", str(reports), "-q"],
+        cwd=REPO_ROOT, timeout_s=600,
+    )  # fmt: skip
+    assert suite.returncode == 0 and "1 passed" in suite.stdout, suite.stdout[-3000:]
+    (test,) = json.loads(next(reports.glob("*/summary.json")).read_text())["tests"]
+    held = {v["kind"]: v["status"] for v in test["verdicts"]}
+    assert held["failed_requests_are_clean"] == held["watchdog_fired"] == held["fault_did"] == "pass", held
+    assert "replies_match_baseline" not in held  # the verified engine's verdicts, not the unverified one's
