@@ -24,7 +24,7 @@ scenarios from the target's configuration (``chaos.run.bounds``), not written in
 | ``judge.heartbeat`` | decode_gives_prefill_up |
 | ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
 | ``judge.attempts`` | failures_reach_the_client |
-| ``judge.premises`` | requests_affected, ended_as, open_at_fault, fault_did |
+| ``judge.premises`` | requests_affected, ended_as, open_at_fault, fault_did, requests_slowed |
 
 A verdict that one scenario alone uses lives next to it, as Jepsen's workloads keep their
 checkers: ``stuck_before_router`` in ``suites/test_proxy_wedge.py``, ``stream_gaps_at_most``
@@ -63,7 +63,7 @@ from chaos.judge.model import (
     unknown,
     unmet,
 )
-from chaos.judge.premises import ended_as, fault_did, open_at_fault, requests_affected
+from chaos.judge.premises import ended_as, fault_did, open_at_fault, requests_affected, requests_slowed
 from chaos.judge.recovery import recovers, recovers_after_each_heal
 from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
 from chaos.judge.requests import (
@@ -120,6 +120,7 @@ __all__ = [
     "recovers_after_each_heal",
     "replies_match_baseline",
     "requests_affected",
+    "requests_slowed",
     "require",
     "sigterm_drains",
     "sources_agree",

@@ -54,3 +54,5 @@ def test_handshake_slowed_is_not_stuck(scenario, workload, faults, bounds):
     )
     with faults.latency("control", 400, stream="upstream"):  # well under the bootstrap timeout
         workload.conversations(agents=2, rounds=2).run()
+    # half the delay: a handshake overlaps with what the request waits for besides it
+    scenario.require(v.requests_slowed(by_s=0.2, why="each request's handshake crossed the delayed link"))

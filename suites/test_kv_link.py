@@ -38,6 +38,12 @@ def _deadlines(bounds) -> Deadlines:
 
 @pytest.mark.needs("link_delay")
 def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
+    """A slow KV link must not be taken for a stuck one: every request is served, as the
+    fault-free baseline was, and no watchdog fails a transfer. How slow: Mooncake's TCP
+    transfer of 300 KB costs about ten round trips of the link, and three to one decode go
+    one after another (docs/known-issues.md), so a delay of the waiting timeout / 60 on each
+    packet keeps three transfers within half that timeout; the link is shaped to 2 MB/s too."""
+    delay_ms = round(bounds.waiting_s * 1000 / 60)
     scenario.baseline(agents=3, rounds=1, **LONG)
     scenario.judge(
         v.outcomes_in(set()),
@@ -47,8 +53,10 @@ def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
         ),
         v.replies_match_baseline(),
     )
-    with faults.latency("kv", 300, stream="upstream"), faults.bandwidth("kv", 2000, stream="upstream"):
+    with faults.latency("kv", delay_ms, stream="upstream"), faults.bandwidth("kv", 2000, stream="upstream"):
         workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds)).run()
+    # half the delay: the transfer overlaps with what the request waits for besides it
+    scenario.require(v.requests_slowed(by_s=delay_ms / 2000, why="each request's KV crossed the delayed link"))
 
 
 # SGLang 0.5.23's two pages of counts disagree while decode holds the rooms: what this

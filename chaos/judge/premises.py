@@ -6,6 +6,7 @@ when the fault struck, which requests were open then, and how they ended."""
 
 from __future__ import annotations
 
+from statistics import median
 from typing import Any
 
 from chaos.judge.attempts import met_a_failure
@@ -15,7 +16,7 @@ from chaos.judge.ops import completed, label, naming, none_completed
 from chaos.observe.history import History
 from chaos.observe.records import Done, Outcome, Phase, Stage
 
-__all__ = ["ended_as", "fault_did", "open_at_fault", "requests_affected"]
+__all__ = ["ended_as", "fault_did", "open_at_fault", "requests_affected", "requests_slowed"]
 
 
 def _at_fault(h: History, ops: list[Done]) -> dict[str, Any]:
@@ -116,3 +117,35 @@ def fault_did(h: History, figure: str, *, why: str) -> Finding:
             faults={f.fault: f.figures for f in healed},
         )
     return met(f"{', '.join(f'{k}: {v:g} {figure}' for k, v in did.items())}", figure=figure, count=sum(did.values()))
+
+
+def _took(o: Done) -> float:
+    return o.complete.t - o.invoke.t
+
+
+@premise(lambda by_s, **_: f"requests_slowed(by={by_s:g}s)")
+def requests_slowed(h: History, *, by_s: float, why: str) -> Finding:
+    """Premise: the fault slowed the requests sent into it: the median time of those that
+    succeeded (``Phase.FAULT``) exceeds the fault-free baseline's (``Phase.BASELINE``) by
+    ``by_s`` at least. A delay that slowed nothing tested nothing of "slow, not stuck", however
+    well the requests did. A delay of D on a link each request crosses adds close to D, less
+    what overlapped with the request's other waits (a handshake delayed 400 ms slowed pdsim's
+    requests by 360 ms): ask for half of it."""
+    times = {
+        phase: sorted(_took(o) for o in completed(h, phase) if o.outcome is Outcome.OK)
+        for phase in (Phase.BASELINE, Phase.FAULT)
+    }
+    if not all(times.values()):
+        return unmet(
+            "no baseline or no fault request succeeded: nothing to compare",
+            requests={p.value: len(t) for p, t in times.items()},
+        )
+    base, slowed = median(times[Phase.BASELINE]), median(times[Phase.FAULT])
+    figures: dict[str, Any] = {"baseline_s": round(base, 3), "fault_s": round(slowed, 3), "by_s": by_s}
+    if slowed - base < by_s:
+        return unmet(
+            f"requests took {slowed:.2f}s (median) under the fault, {base:.2f}s without: "
+            f"slowed by {slowed - base:.2f}s, not {by_s:g}s ({why})",
+            **figures,
+        )
+    return met(f"requests took {slowed:.2f}s (median) under the fault, {base:.2f}s without", **figures)

@@ -91,14 +91,9 @@ _NETNS = packet_links_possible()
 PACKET_LINKS = (
     ENGINE_LINKS if _NETNS else ()
 )  # what real engines in a namespace of the stack's own lose by packet rules
-# link_delay is not claimed yet, though the queue handler delays a packet link: at 300 ms on
-# the kv link, Mooncake 0.3.13.post1's TCP transfers of 300 KB took 2 to 4 s each, one after
-# another (about ten round trips each), so the third of three timed out at this stack's 6 s
-# waiting timeout (2026-12-06). What "slow, not stuck" means for a round-trip-bound transfer
-# is to be settled before the suites judge it here (docs/known-issues.md)
 PACKET_CAPABILITIES = frozenset(
     {Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW}
-    | ({Capability.LINK_CORRUPT} if nfqueue_available() else set())
+    | ({Capability.LINK_DELAY, Capability.LINK_CORRUPT} if nfqueue_available() else set())
     if _NETNS
     else set()
 )

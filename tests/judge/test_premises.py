@@ -72,3 +72,21 @@ def test_fault_did_asks_what_the_fault_counted_at_its_heal():
     assert judged.status is v.Status.PASS and judged.evidence.values == {"figure": "corrupted", "count": 7}
     assert status(check, idle) is v.Status.UNMET and "no fault counted any corrupted" in check(idle).message
     assert status(check, unhealed) is v.Status.UNMET
+
+
+def test_requests_slowed_is_a_premise():
+    """The fault's requests took longer than the baseline's by the asked delay, in median;
+    a delay that slowed nothing is unmet (nothing of "slow, not stuck" was tested)."""
+    slowed, unslowed, none_served = History(), History(), History()
+    for h in (slowed, unslowed, none_served):
+        op(h, "b1", 0.0, 0.3, phase="baseline")
+        op(h, "b2", 0.0, 0.5, phase="baseline")
+    op(slowed, "f1", 1.0, 1.9, phase="fault")
+    op(slowed, "f2", 1.0, 2.0, phase="fault")
+    op(unslowed, "f1", 1.0, 1.5, phase="fault")
+    op(unslowed, "f2", 1.0, 1.6, phase="fault")
+    op(none_served, "f1", 1.0, 2.0, Outcome.CLEAN_ERROR, phase="fault")
+    check = v.requests_slowed(by_s=0.4, why="the link was delayed 0.8 s")
+    assert status(check, slowed) is v.Status.PASS and check(slowed).evidence.values["fault_s"] == 0.95
+    assert status(check, unslowed) is v.Status.UNMET and "slowed by 0.15s, not 0.4s" in check(unslowed).message
+    assert status(check, none_served) is v.Status.UNMET
