@@ -14,7 +14,7 @@ scenarios from the target's configuration (``chaos.run.bounds``), not written in
 |---|---|
 | ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault, sigterm_drains, unservable_turned_away |
 | ``judge.conversations`` | context_grows |
-| ``judge.replies`` | replies_match_baseline, finish_reasons_tell_the_truth |
+| ``judge.replies`` | replies_match_baseline, never_served_wrong, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
 | ``judge.gauges`` | no_leak, sources_agree |
 | ``judge.recovery`` | recovers, recovers_after_each_heal |
@@ -65,7 +65,7 @@ from chaos.judge.model import (
 )
 from chaos.judge.premises import ended_as, fault_did, open_at_fault, requests_affected, requests_slowed
 from chaos.judge.recovery import recovers, recovers_after_each_heal
-from chaos.judge.replies import finish_reasons_tell_the_truth, replies_match_baseline
+from chaos.judge.replies import finish_reasons_tell_the_truth, never_served_wrong, replies_match_baseline
 from chaos.judge.requests import (
     every_request_terminal,
     failed_requests_are_clean,
@@ -105,6 +105,7 @@ __all__ = [
     "finish_reasons_tell_the_truth",
     "health_tells_truth",
     "met",
+    "never_served_wrong",
     "no_hidden_fault",
     "no_leak",
     "not_ready_before_gone",

@@ -51,6 +51,7 @@ class Behaviour:
     first_token_may_finish: bool = True  # first_token_finish_unchecked
     abort_waits_for_the_transfer: bool = True  # abort_frees_kv_mid_transfer
     load_report_counts_transfers: bool = True  # load_report_omits_transfers
+    kv_checksum_checked: bool = True  # kv_checksum_ignored: the flag taken, the digest never compared
 
     @classmethod
     def with_defects(cls, defects: frozenset[Defect]) -> Behaviour:
@@ -85,4 +86,5 @@ CHANGES: dict[Defect, tuple[str, Any]] = {
     Defect.FIRST_TOKEN_FINISH_UNCHECKED: ("first_token_may_finish", False),
     Defect.ABORT_FREES_KV_MID_TRANSFER: ("abort_waits_for_the_transfer", False),
     Defect.LOAD_REPORT_OMITS_TRANSFERS: ("load_report_counts_transfers", False),
+    Defect.KV_CHECKSUM_IGNORED: ("kv_checksum_checked", False),
 }

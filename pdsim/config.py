@@ -50,6 +50,7 @@ class EngineConfig:
     max_running_requests: int = 32
     kv_pool_tokens: int = 200_000
     decode_radix_cache: bool = False  # SGLang's --disaggregation-decode-enable-radix-cache
+    kv_checksum: bool = False  # SGLang's --disaggregation-enable-kv-checksum (pdsim.kvcheck)
     max_total_num_tokens: int = 32768
     tick_s: float = 0.005
     truncate_tokens: int = 200
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-running-requests", type=int, default=32)
     p.add_argument("--kv-pool-tokens", type=int, default=200_000)
     p.add_argument("--disaggregation-decode-enable-radix-cache", dest="decode_radix_cache", action="store_true")
+    p.add_argument("--disaggregation-enable-kv-checksum", dest="kv_checksum", action="store_true")
     return p
 
 
@@ -127,6 +129,7 @@ def config_from_args(argv: list[str] | None = None) -> EngineConfig:
         max_running_requests=a.max_running_requests,
         kv_pool_tokens=a.kv_pool_tokens,
         decode_radix_cache=a.decode_radix_cache,
+        kv_checksum=a.kv_checksum,
         truncate_tokens=int(os.environ.get("PDSIM_TRUNCATE_TOKENS", "200")),
         # EnvInt and EnvFloat as in SGLang 0.5.23 (pdsim/environ.py), with its floors (common/conn.py)
         bootstrap_timeout_s=env_int("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300),

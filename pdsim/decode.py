@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,7 @@ import aiohttp
 
 from pdsim.config import EngineConfig
 from pdsim.engine import Engine
+from pdsim.kvcheck import digest_of
 from pdsim.kvpoll import KVPoll
 from pdsim.model import EOS_ID, context_digest, detokenize, next_token
 from pdsim.reqlog import log_event
@@ -304,13 +306,18 @@ class DecodeEngine(Engine):
             self._kv_conn[req.rid] = writer
             req.status.update(KVPoll.Transferring)
             log_event("req", rid=req.rid, bootstrap_room=room, state="transferring")
-            received, aux = await self._receive_kv(reader, req)
+            lengths, checksum, aux = await self._receive_kv(reader, req)
             if req.rid in self._freed_at:
                 await write_frame(writer, {"type": "ACK", "room": room})
                 return
-            if received != expected:
-                await self._refuse(writer, req, f"KV size mismatch {received} != {expected}")
+            if sum(lengths) != expected:
+                await self._refuse(writer, req, f"KV size mismatch {sum(lengths)} != {expected}")
                 return
+            if self.cfg.kv_checksum and self.cfg.behaviour.kv_checksum_checked and aux.get("kv_checksum") != checksum:
+                # SGLang's words (disaggregation/decode.py), and the room fails as a transfer
+                await self._refuse(writer, req, f"KV checksum mismatch for room {room}")
+                return
+            aux["digest"] = digest_of(str(aux["digest"]), checksum, lengths)  # what arrived is what decodes
             self._land_kv(req, aux)
             await write_frame(writer, {"type": "ACK", "room": room})
         except (asyncio.IncompleteReadError, ConnectionError, ValueError):
@@ -325,18 +332,20 @@ class DecodeEngine(Engine):
                 writer.close()
             self.wake()
 
-    async def _receive_kv(self, reader: asyncio.StreamReader, req: Req) -> tuple[int, dict[str, Any]]:
-        """Read a room's KV chunks until its end frame: the bytes received, and the end's
-        aux data (the first token, the context's digest)."""
-        received = 0
+    async def _receive_kv(self, reader: asyncio.StreamReader, req: Req) -> tuple[list[int], int, dict[str, Any]]:
+        """Read a room's KV chunks until its end frame: each chunk's length, the Adler-32 of
+        what arrived, and the end's aux data (the first token, the context's digest, the
+        sender's checksum where it took one)."""
+        lengths, checksum = [], 1
         while True:
             header, payload = await read_frame(reader)
             if header.get("type") == "KV_CHUNK":
-                received += len(payload)
+                lengths.append(len(payload))
+                checksum = zlib.adler32(payload, checksum)
                 if req.rid in self._freed_at:  # the room was aborted and its pages handed on
                     self._late_write(req)
             elif header.get("type") == "KV_END":
-                return received, dict(header.get("aux") or {})
+                return lengths, checksum, dict(header.get("aux") or {})
 
     def _land_kv(self, req: Req, aux: dict[str, Any]) -> None:
         """The room's KV is in place: decode holds its context and first token."""

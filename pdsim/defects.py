@@ -41,6 +41,7 @@ class Defect(enum.Enum):
     HEARTBEAT_GIVES_UP_AT_FIRST_MISS = "heartbeat_gives_up_at_first_miss"
     LOAD_REPORT_OMITS_TRANSFERS = "load_report_omits_transfers"
     FIRST_TOKEN_FINISH_UNCHECKED = "first_token_finish_unchecked"
+    KV_CHECKSUM_IGNORED = "kv_checksum_ignored"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -18,11 +18,13 @@ import asyncio
 import contextlib
 import time
 import uuid
+import zlib
 from collections import deque
 
 from pdsim.bootstrap import BootstrapServer
 from pdsim.config import EngineConfig
 from pdsim.engine import Engine
+from pdsim.kvcheck import Corruption, pattern
 from pdsim.kvpoll import KVPoll
 from pdsim.model import context_digest, next_token
 from pdsim.reqlog import log_event
@@ -57,6 +59,7 @@ class PrefillEngine(Engine):
         self._decodes: dict[str, str] = {}
         self._transfers: dict[str, asyncio.Task[None]] = {}
         self._control_server: asyncio.AbstractServer | None = None
+        self.corruption = Corruption()  # the test hook that flips bytes of the KV it sends
 
     async def start(self) -> None:
         self._control_server = await asyncio.start_server(self._serve_control, self.cfg.host, self.cfg.control_port)
@@ -349,13 +352,15 @@ class PrefillEngine(Engine):
                 },
             )
             req.status.update(KVPoll.Transferring)
-            pattern = bytes.fromhex(req.digest or "00") * (self.cfg.kv_chunk_bytes // 16 + 1)
-            sent = 0
+            sent, checksum = 0, 1  # the Adler-32 of the KV as computed (SGLang's KV checksum)
             while sent < total:
-                n = min(self.cfg.kv_chunk_bytes, total - sent)
-                await write_frame(w, {"type": "KV_CHUNK", "room": req.room}, pattern[:n])
-                sent += n
+                chunk = pattern(req.digest or "", min(self.cfg.kv_chunk_bytes, total - sent))
+                checksum = zlib.adler32(chunk, checksum)
+                await write_frame(w, {"type": "KV_CHUNK", "room": req.room}, self.corruption.passed(chunk))
+                sent += len(chunk)
             aux = {"digest": req.digest, "first_token": req.output_ids[0], "prompt_tokens": req.prompt_tokens}
+            if self.cfg.kv_checksum:
+                aux["kv_checksum"] = checksum
             await write_frame(w, {"type": "KV_END", "room": req.room, "aux": aux})
             header, _ = await read_frame(reader)
             if header.get("type") == "ACK":

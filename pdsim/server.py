@@ -174,6 +174,21 @@ class Api:
             )
         return web.Response(status=400, text="Cache not flushed. Please check backend logs for more details.")
 
+    async def kv_corruption(self, request: web.Request) -> web.Response:
+        """pdsim's own test hook (no SGLang endpoint): prefill's sender-side KV corruption
+        (``pdsim.kvcheck.Corruption``). GET reads it; POST ``{"prob": p}`` sets it. Both
+        answer the chance and the bytes flipped so far."""
+        corruption = getattr(self.engine, "corruption", None)
+        if corruption is None:
+            return _json({"error": "only prefill sends KV"}, status=404)
+        if request.method == "POST":
+            body = await _body(request)
+            prob = body.get("prob") if isinstance(body, dict) else None
+            if not isinstance(prob, (int, float)) or not 0 <= prob <= 1:
+                return _json({"error": f"prob must be a number in [0, 1], not {prob!r}"}, status=400)
+            corruption.prob = float(prob)
+        return _json({"prob": corruption.prob, "corrupted": corruption.corrupted})
+
     def serving(self, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         """The handler of one generation endpoint: the request parsed and submitted, then
         answered whole or streamed; aborted if its client went away before the end."""
@@ -213,6 +228,8 @@ def build_app(engine: Engine, cfg: EngineConfig) -> web.Application:
     app.router.add_get("/metrics", api.metrics)
     app.router.add_post("/abort_request", api.abort_request)
     app.router.add_route("*", "/flush_cache", api.flush_cache)
+    app.router.add_get("/pdsim/kv_corruption", api.kv_corruption)
+    app.router.add_post("/pdsim/kv_corruption", api.kv_corruption)
     gen = api.serving(Endpoint.GENERATE)
     app.router.add_post("/generate", gen)
     app.router.add_put("/generate", gen)

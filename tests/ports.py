@@ -14,7 +14,7 @@ OFFSETS = {
     "interrupt": 4000,
     "parallel": 5000,  # a serial run, then one with -n 2: two RUN_STRIDEs
     "sglang": 5000 + 2 * RUN_STRIDE,  # one stack: 16 ports
-    "sglang_checksum": 5050 + 2 * RUN_STRIDE,  # the KV checksum's stack of its own
+    "kv_checksum": 5050 + 2 * RUN_STRIDE,  # a suite run with --kv-checksum (tests/run/test_options.py)
     "sglang_embedded": 5100 + 2 * RUN_STRIDE,
     "compose_sglang": 5200 + 2 * RUN_STRIDE,
     "gpu_on_cpu": 5300 + 2 * RUN_STRIDE,

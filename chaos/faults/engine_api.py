@@ -1,6 +1,7 @@
 """Faults made through an engine's own API: ``/abort_request`` with ``abort_all``, as an
-operator (or an engine-side abort) ends every request an engine holds at once; and
-``/flush_cache``, as an operator drops what an engine caches across requests."""
+operator (or an engine-side abort) ends every request an engine holds at once;
+``/flush_cache``, as an operator drops what an engine caches across requests; and pdsim's
+test hook that flips bytes of the KV its prefill sends (``/pdsim/kv_corruption``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from typing import Any, ClassVar
 
 import httpx
 
-from chaos.errors import FaultNotApplied
+from chaos.errors import FaultNotApplied, FaultNotHealed
 from chaos.faults.base import Fault
 from chaos.system.wait import HTTP_CALL_S
 from chaos.targets.base import Target
 
-__all__ = ["AbortAll", "CacheFlush"]
+__all__ = ["AbortAll", "CacheFlush", "SenderCorrupt"]
 
 
 class _EngineCall(Fault):
@@ -84,3 +85,64 @@ class CacheFlush(_EngineCall):
 
     def verify_healed(self) -> str:
         return "a flush is momentary"
+
+
+class SenderCorrupt(Fault):
+    """At ``prob``, one byte flipped in each KV chunk pdsim's prefill sends, after its KV
+    checksum was taken (``pdsim.kvcheck``): what a link that corrupts bytes past TCP's
+    checksum does to the KV, on a stack whose links are Toxiproxy's, which cannot rewrite
+    bytes. Counts the bytes it flipped (``figures``: ``corrupted``)."""
+
+    kind = "corrupt"
+    HOOK = "/pdsim/kv_corruption"
+
+    def __init__(self, target: Target, prob: float) -> None:
+        if not 0 < prob <= 1:
+            raise ValueError(f"a corruption's chance is in (0, 1], not {prob}")
+        self.target, self.prob = target, prob
+        self._before: int | None = None  # bytes the hook had flipped when this fault began
+        self._corrupted = 0
+
+    @property
+    def implicates(self) -> tuple[str, ...]:
+        return ("prefill", "decode")  # the KV between them: either end may fail the room
+
+    @property
+    def figures(self) -> dict[str, Any]:
+        return {"corrupted": self._corrupted}
+
+    def describe(self) -> str:
+        return f"corrupt a byte of {self.prob:.0%} of the KV chunks prefill sends (pdsim's sender)"
+
+    def _hook(self, prob: float | None = None) -> dict[str, Any]:
+        url = self.target.info.endpoints["prefill"] + self.HOOK
+        try:
+            reply = (
+                httpx.post(url, json={"prob": prob}, timeout=HTTP_CALL_S)
+                if prob is not None
+                else httpx.get(url, timeout=HTTP_CALL_S)
+            )
+            reply.raise_for_status()
+            told: dict[str, Any] = reply.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise FaultNotApplied(f"prefill's {self.HOOK}: {exc}") from exc
+        return told
+
+    def inject(self) -> None:
+        self._before = int(self._hook(self.prob)["corrupted"])
+
+    def verify(self) -> str:
+        told = self._hook()
+        if told["prob"] != self.prob:
+            raise FaultNotApplied(f"prefill corrupts at {told['prob']}, not {self.prob}")
+        return f"prefill corrupts {self.prob:.0%} of its KV chunks"
+
+    def heal(self) -> None:
+        told = self._hook(0.0)
+        self._corrupted = int(told["corrupted"]) - (self._before or 0)
+
+    def verify_healed(self) -> str:
+        told = self._hook()
+        if told["prob"] != 0:
+            raise FaultNotHealed(f"prefill still corrupts at {told['prob']}")
+        return f"prefill corrupts nothing; {self._corrupted} bytes flipped"

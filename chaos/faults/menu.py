@@ -16,13 +16,14 @@ from typing import Any, Callable, Iterator, cast
 
 from chaos.errors import ConfigError
 from chaos.faults.client import ClientFault
-from chaos.faults.engine_api import AbortAll, CacheFlush
+from chaos.faults.engine_api import AbortAll, CacheFlush, SenderCorrupt
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
 from chaos.faults.queued import PacketCorrupt, PacketDelay, Queued
 from chaos.faults.runner import DEFAULT_TRIGGER_DEADLINE_S, FaultBlock, FaultRunner
 from chaos.observe.triggers import Condition
+from chaos.targets.base import Capability
 from chaos.targets.toxiproxy import Toxic
 
 __all__ = ["TRANSFER_CRAWL_KB_S", "Faults"]
@@ -162,8 +163,12 @@ class Faults(FaultRunner):
 
     def corrupt(self, link: str, prob: float, *, min_payload: int = 1024, **kw: Any) -> FaultBlock:
         """At ``prob``, a byte flipped in each data packet on the link (suites that corrupt a
-        link need ``link_corrupt``): only a packet link, where the queue handler rewrites the
-        packets with their checksums made right; Toxiproxy has no toxic that does it."""
+        link need ``link_corrupt``): on a packet link the queue handler rewrites the packets
+        with their checksums made right; Toxiproxy has no toxic that does it, so on pdsim's kv
+        link its prefill flips the bytes as it sends them (``SenderCorrupt``)."""
+        if link == "kv" and not self._by_packets(link) and Capability.DEFECTS in self.target.capabilities:
+            kw.pop("stream", None)
+            return self.apply(SenderCorrupt(self.target, prob), **kw)  # pdsim's sender: no proxy rewrites bytes
         return self._queued(link, "corrupting", lambda t: PacketCorrupt(t, link, prob, min_payload=min_payload), **kw)
 
     def bandwidth(self, link: str, rate_kb_s: int, **kw: Any) -> FaultBlock:

@@ -9,7 +9,7 @@ from chaos.judge.ops import completed, label, naming, phase_tag
 from chaos.observe.history import History
 from chaos.observe.records import Done, Outcome, Phase
 
-__all__ = ["finish_reasons_tell_the_truth", "replies_match_baseline"]
+__all__ = ["finish_reasons_tell_the_truth", "never_served_wrong", "replies_match_baseline"]
 
 
 def _divergence(got: str, want: str) -> tuple[int, str]:
@@ -38,6 +38,41 @@ def replies_match_baseline(h: History, *, baseline_phase: Phase = Phase.BASELINE
             first_difference_at=[at for _, _, (at, _) in wrong[:8]],
         )
     return passed(f"{len(pairs)} replies equal the baseline", stake=len(pairs), of=len(pairs))
+
+
+@verdict(lambda phase, **_: f"never_served_wrong{phase_tag(phase)}")
+def never_served_wrong(h: History, *, phase: Phase, baseline_phase: Phase = Phase.BASELINE) -> Finding:
+    """No request of ``phase`` succeeded with a reply other than the fault-free baseline's
+    to its context: each either failed or replied right. Where a fault may leave a request
+    no right answer (its KV corrupted), failing it is the engine's right; serving a wrong
+    reply with a success never is. At stake: every request of ``phase`` whose context the
+    baseline answered (each could have been served wrong), whether it failed or not."""
+    base = {
+        o.invoke.context: o.complete.reply
+        for o in completed(h, baseline_phase)
+        if o.outcome is Outcome.OK and o.invoke.context
+    }
+    judged = [o for o in completed(h, phase) if o.invoke.context in base]
+    if not judged:
+        return unknown(f"no request of phase {Phase(phase).value!r} shares a context with the baseline")
+    served = [o for o in judged if o.outcome is Outcome.OK]
+    wrong = [(o, _divergence(o.complete.reply, base[o.invoke.context])) for o in served]
+    wrong = [(o, d) for o, d in wrong if o.complete.reply != base[o.invoke.context]]
+    if wrong:
+        return failed(
+            f"{len(wrong)} of {len(judged)} requests were served a reply other than the baseline's: "
+            + "; ".join(f"{label(o)} {said}" for o, (_, said) in wrong[:3]),
+            ops=[o.invoke.op for o, _ in wrong],
+            wrong=len(wrong),
+            of=len(judged),
+        )
+    return passed(
+        f"none of {len(judged)} requests was served wrong ({len(served)} replied as the baseline, "
+        f"{len(judged) - len(served)} failed)",
+        stake=len(judged),
+        of=len(judged),
+        served=len(served),
+    )
 
 
 def _finish_lie(o: Done) -> str:

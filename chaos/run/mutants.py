@@ -97,6 +97,7 @@ KILLERS: dict[str, Killer] = {
     "decode_prefix_kv_misplaced": Killer("suites/test_decode_radix_cache.py", "replies_match_baseline"),
     "load_report_omits_transfers": Killer("suites/test_kv_link.py", "sources_agree"),
     "first_token_finish_unchecked": Killer("suites/test_reply_endings.py", "replies_end_where_asked"),
+    "kv_checksum_ignored": Killer("suites/test_kv_corruption.py", "never_served_wrong"),
     "waiting_clock_from_arrival": Killer(
         "suites/test_overload.py::test_queued_requests_are_served_not_timed_out",
         "counter_never_rises",

@@ -44,6 +44,10 @@ MARKERS = (
 )
 
 
+# the targets whose stacks can start with the engines' KV checksum on (StackConfig.kv_checksum)
+KV_CHECKSUM_TARGETS = ("embedded", "sglang-cpu")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pdchaos", "pd-chaos")
     group.addoption(
@@ -77,8 +81,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--kv-checksum",
         action="store_true",
-        help="with --target sglang-cpu: start the session's stacks with SGLang's KV checksum on "
-        "(--disaggregation-enable-kv-checksum on both engines; off by default, as upstream)",
+        help="start the session's stacks with the engines' KV checksum on (--disaggregation-enable-kv-checksum "
+        "on both; off by default, as upstream): embedded and sglang-cpu",
     )
     group.addoption(
         "--stop-at-verdict",
@@ -137,8 +141,10 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[EXPLORE] = Budget.parse(explore) if explore else None
     except ConfigError as exc:
         raise pytest.UsageError(f"--explore: {exc}") from None
-    if config.getoption("--kv-checksum") and choice.name != "sglang-cpu":
-        raise pytest.UsageError(f"--kv-checksum needs --target sglang-cpu: target {choice.name} cannot turn it on")
+    if config.getoption("--kv-checksum") and choice.name not in KV_CHECKSUM_TARGETS:
+        raise pytest.UsageError(
+            f"--kv-checksum needs --target {' or '.join(KV_CHECKSUM_TARGETS)}: target {choice.name} cannot turn it on"
+        )
     seed = config.getoption("--seed")
     parallel = getattr(config, "workerinput", None) is not None or bool(getattr(config.option, "numprocesses", None))
     if choice.name in GPU and parallel:

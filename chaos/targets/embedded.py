@@ -45,17 +45,17 @@ class EmbeddedStack:
     KIND = "embedded"
     LINKS: tuple[str, ...] = PROXIES
     START_ORDER: tuple[str, ...] = ("toxiproxy", "prefill", "decode", "router")
-    # pdsim's links are Toxiproxy's, which cannot rewrite bytes, and pdsim checks no KV yet
-    capabilities = frozenset(Capability) - {Capability.LINK_CORRUPT, Capability.KV_VERIFIED}
+    # kv_verified only where the stack's engines check their KV (kv_checksum)
+    capabilities = frozenset(Capability) - {Capability.KV_VERIFIED}
 
     def __init__(self, info: StackInfo) -> None:
         self.info = info
+        if info.config.get("kv_checksum"):  # this stack's decode verifies the KV (the session's or a module's choice)
+            self.capabilities = self.capabilities | {Capability.KV_VERIFIED}
 
     # ---- bring up / attach / down ---------------------------------------------------------
     @classmethod
     def up(cls, cfg: StackConfig) -> "EmbeddedStack":
-        if cfg.kv_checksum and cls.KIND == "embedded":
-            raise ConfigError("pdsim has no KV checksum yet: kv_checksum=True needs real SGLang (sglang-cpu)")
         state_dir = Path(cfg.state_dir).resolve()
         cls._clear_stale(state_dir)
         ports = PortPlan(cfg.port_base)
@@ -173,6 +173,7 @@ class EmbeddedStack:
             "--decode-ms-per-step", str(cfg.decode_ms_per_step),
             "--kv-bytes-per-token", str(cfg.kv_bytes_per_token),
             "--max-running-requests", str(cfg.max_running_requests),
+            *(("--disaggregation-enable-kv-checksum",) if cfg.kv_checksum else ()),
         ]  # fmt: skip
         return {
             "prefill": ProcSpec(

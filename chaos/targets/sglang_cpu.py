@@ -41,7 +41,7 @@ from chaos.system.tools import REPO_ROOT
 from chaos.system.wait import HTTP_CALL_S, wait_until
 from chaos.targets.base import ENGINE_LINKS, REAL_SGLANG, REAL_SGLANG_LINKS, Capability
 from chaos.targets.embedded import EmbeddedStack
-from chaos.targets.stack import PortPlan, StackConfig, StackInfo
+from chaos.targets.stack import PortPlan, StackConfig
 
 __all__ = [
     "LAUNCHER",
@@ -143,11 +143,6 @@ class SGLangCPUStack(EmbeddedStack):
     START_ORDER = ("toxiproxy", "bridge", "prefill", "decode", "router") if _NETNS else EmbeddedStack.START_ORDER
     packet_links = PACKET_LINKS
     capabilities = REAL_SGLANG | PACKET_CAPABILITIES
-
-    def __init__(self, info: StackInfo) -> None:
-        super().__init__(info)
-        if info.config.get("kv_checksum"):  # this stack's decode verifies the KV (an own stack's choice)
-            self.capabilities = self.capabilities | {Capability.KV_VERIFIED}
 
     @classmethod
     def up(cls, cfg: StackConfig) -> "SGLangCPUStack":

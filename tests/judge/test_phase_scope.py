@@ -31,6 +31,7 @@ SCOPED: dict[str, Callable[[Phase], Check]] = {
     "status_agrees_with_body": lambda p: v.status_agrees_with_body(phase=p),
     "statuses_tell_the_truth": lambda p: v.statuses_tell_the_truth(phase=p),
     "finish_reasons_tell_the_truth": lambda p: v.finish_reasons_tell_the_truth(phase=p),
+    "never_served_wrong": lambda p: v.never_served_wrong(phase=p),
     "health_tells_truth": lambda p: v.health_tells_truth("decode", phase=p),
     "backstops_stay_idle": lambda p: v.backstops_stay_idle(phase=p),
     "requests_affected": lambda p: requests_affected(phase=p, why="test"),
@@ -50,8 +51,9 @@ def _request(events: list[Any], name: str, t: float, phase: Phase, end: Complete
 
 def _events() -> list[Any]:
     """Two requests served well in the baseline; in the fault phase (decode killed at 2 s),
-    a client timeout with no byte after 30 s, a 200 with an empty body that claims 5 tokens
-    and a finish of ``stop`` under ignore_eos, a truncated stream, a room released by
+    a client timeout with no byte after 30 s, a 200 with an empty body (the first baseline
+    context's, whose reply was not empty) that claims 5 tokens and a finish of ``stop`` under
+    ignore_eos, a truncated stream, a room released by
     decode's waiting timeout; decode's /health said 200 all along."""
     events: list[Any] = []
     for i, t in enumerate((0.0, 0.5)):
@@ -61,6 +63,7 @@ def _events() -> list[Any]:
             t,
             Phase.BASELINE,
             Complete(t + 0.3, 0.0, f"b{i}", Outcome.OK, 200, "", "r", 8, 8, t + 0.1, "length"),
+            context=f"c{i}",
         )
     events.append(FaultEvent(2.0, 0.0, "kill#1", Stage.INJECT, "SIGKILL decode", implicates=("decode",)))
     _request(events, "f0", 1.5, Phase.FAULT, Complete(31.5, 0.0, "f0", Outcome.CLIENT_TIMEOUT, None, "timed out"))
@@ -71,6 +74,7 @@ def _events() -> list[Any]:
         Phase.FAULT,
         Complete(2.5, 0.0, "f1", Outcome.OK, 200, "", "", 8, 5, 1.7, "stop"),
         ignore_eos=True,
+        context="c0",  # its baseline said "r"
     )
     _request(
         events, "f2", 1.7, Phase.FAULT, Complete(2.1, 0.0, "f2", Outcome.TRUNCATED, 200, "cut", "", None, None, 1.8)

@@ -7,7 +7,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.observe.history import History
-from chaos.observe.records import Complete, Invoke, Outcome
+from chaos.observe.records import Complete, Invoke, Outcome, Phase
 from tests.judge.histories import op, status
 
 
@@ -22,6 +22,25 @@ def test_replies_match_baseline():
     assert status(check, good) is v.Status.PASS
     assert status(check, wrong) is v.Status.FAIL and "cedar delta" in check(wrong).message
     assert status(check, none) is v.Status.UNKNOWN
+
+
+def test_never_served_wrong_takes_a_failure_for_right_and_a_wrong_success_for_wrong():
+    """Under corrupted KV failing is the engine's right: only a success with another reply
+    than the baseline's fails; every request with a baseline context is at stake."""
+    check = v.never_served_wrong(phase=Phase.FAULT)
+    failed_all, served_right, served_wrong, unrelated = History(), History(), History(), History()
+    for h in (failed_all, served_right, served_wrong, unrelated):
+        op(h, "b", 0, 1, reply="amber basil", context="c1", phase="baseline")
+    op(failed_all, "f", 2, 3, Outcome.CLEAN_ERROR, reply="", context="c1", phase="fault", error="KV checksum mismatch")
+    op(served_right, "f", 2, 3, reply="amber basil", context="c1", phase="fault")
+    op(served_wrong, "f", 2, 3, reply="amber cedar", context="c1", phase="fault")
+    op(served_wrong, "g", 2, 3, Outcome.CLEAN_ERROR, reply="", context="c1", phase="fault")
+    op(unrelated, "f", 2, 3, reply="x", context="c9", phase="fault")
+    assert status(check, failed_all) is v.Status.PASS and check(failed_all).evidence.values["served"] == 0
+    assert status(check, served_right) is v.Status.PASS
+    wrong = check(served_wrong)
+    assert wrong.status is v.Status.FAIL and wrong.evidence.values == {"wrong": 1, "of": 2}, wrong
+    assert status(check, unrelated) is v.Status.UNKNOWN
 
 
 def test_a_wrong_reply_shows_where_it_leaves_its_baseline():
