@@ -11,7 +11,6 @@ from chaos.judge.declare import Window, verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.observe.history import History
 from chaos.observe.pipeline import Metric
-from chaos.observe.records import Phase
 from chaos.observe.sampler import twin
 
 __all__ = ["COUNTED", "PAGES_APART_S", "no_leak", "sources_agree"]
@@ -19,16 +18,7 @@ __all__ = ["COUNTED", "PAGES_APART_S", "no_leak", "sources_agree"]
 
 def _closes(h: History, within_s: float, since: Since, **_: object) -> float | None:
     begun = start(h, Since(since)) if h.first_fault_t() is not None else None
-    return None if begun is None else _window_end(h, begun, within_s)
-
-
-def _window_end(h: History, begun: float, within_s: float) -> float:
-    """``within_s`` after ``begun``, or the rig's first recovery probe after it if that came
-    sooner: the probe's own request raises the gauges it passes through, and is no leak. The
-    kit sends it only once every gauge it settles on read 0 (``Scenario.settle``), or once
-    the bound has passed, so a window cut there has seen each gauge back already."""
-    probes = [o.invoke.t for o in h.ops() if o.invoke.phase is Phase.PROBE and o.invoke.t >= begun]
-    return min([begun + within_s, *probes])
+    return None if begun is None else begun + within_s
 
 
 def _sources(gauges: Iterable[Metric | tuple[str, str]], **_: object) -> list[str]:
@@ -50,8 +40,7 @@ def no_leak(
     A gauge is back only once it has risen above its baseline since the first fault: a
     reading at the baseline before anything was taken proves nothing was let go (a room
     that enters prefill's inflight queue 0.1 s after decode froze reads 0 first, then 1 for
-    good). A gauge that never rose held nothing and is not at stake. The window ends at the
-    rig's first recovery probe if that comes sooner (its own request is no leak)."""
+    good). A gauge that never rose held nothing and is not at stake."""
     since = Since(since)
     inject, heal = h.first_fault_t(), h.last_heal_t()
     if inject is None or heal is None:
@@ -59,7 +48,7 @@ def no_leak(
     begun = start(h, since)
     if begun is None:
         return unknown(f"no {since.value} in the history")
-    closes = _window_end(h, begun, within_s)
+    closes = begun + within_s
     problems, blind, notes = [], [], []
     levels: dict[str, dict[str, float | None]] = {}
     for source, metric in (Metric(*g) for g in gauges):

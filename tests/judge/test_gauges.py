@@ -44,20 +44,6 @@ def test_the_quiet_moment_is_the_scenarios_not_the_rigs_probe():
     assert list(judged.evidence.at) == [3.0]  # counted from the load's end, not the probe's
 
 
-def test_the_rigs_probe_is_no_leak():
-    """A probe sent at once because every gauge read 0 raises the gauges its own request
-    passes through; a run that ends as it ends (CI at 2b4841e: decode's running count 1 at
-    +0.12 s, the last sample) showed no leak: the window ends at the probe."""
-    quiet = v.no_leak(gauges=[("decode", "num_running_reqs")], within_s=2.5, since=v.Since.QUIET)
-    h = History()
-    fault(h, 1.0, 2.0)
-    op(h, "failed", 1.2, 1.5)
-    op(h, "probe", 2.05, 2.11, phase="probe")
-    series(h, "decode", "num_running_reqs", [(0.5, 0), (1.4, 0), (2.02, 0), (2.08, 1), (2.12, 1)])
-    judged = quiet(h)
-    assert judged.status is v.Status.NOT_AT_STAKE, judged  # it never rose before the probe
-
-
 def _pages(h: History, source: str, name: str, points: list[tuple[float, float, float]]) -> None:
     """Samples of one count on an engine's two pages: (t, /v1/loads, /metrics)."""
     for t, live, said in points:
