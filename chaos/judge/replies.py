@@ -19,11 +19,20 @@ def _divergence(got: str, want: str) -> tuple[int, str]:
     return at, f"differs from char {at} of {len(want)}: got {got[at : at + 40]!r}, baseline {want[at : at + 40]!r}"
 
 
+def _baseline_replies(h: History, baseline_phase: Phase) -> dict[str, str]:
+    """Each context's reply in the fault-free baseline (its successful requests)."""
+    return {
+        o.invoke.context: o.complete.reply
+        for o in completed(h, baseline_phase)
+        if o.outcome is Outcome.OK and o.invoke.context
+    }
+
+
 @verdict(lambda **_: "replies_match_baseline")
 def replies_match_baseline(h: History, *, baseline_phase: Phase = Phase.BASELINE) -> Finding:
     """Every successful reply equals the fault-free baseline's reply to the same context."""
     ops = [o for o in completed(h, None) if o.outcome is Outcome.OK and o.invoke.context]
-    base = {o.invoke.context: o.complete.reply for o in ops if o.invoke.phase == baseline_phase}
+    base = _baseline_replies(h, baseline_phase)
     pairs = [(o, base[o.invoke.context]) for o in ops if o.invoke.phase != baseline_phase and o.invoke.context in base]
     if not pairs:
         return unknown("no reply shares a context with the baseline")
@@ -47,17 +56,16 @@ def never_served_wrong(h: History, *, phase: Phase, baseline_phase: Phase = Phas
     no right answer (its KV corrupted), failing it is the engine's right; serving a wrong
     reply with a success never is. At stake: every request of ``phase`` whose context the
     baseline answered (each could have been served wrong), whether it failed or not."""
-    base = {
-        o.invoke.context: o.complete.reply
-        for o in completed(h, baseline_phase)
-        if o.outcome is Outcome.OK and o.invoke.context
-    }
+    base = _baseline_replies(h, baseline_phase)
     judged = [o for o in completed(h, phase) if o.invoke.context in base]
     if not judged:
         return unknown(f"no request of phase {Phase(phase).value!r} shares a context with the baseline")
     served = [o for o in judged if o.outcome is Outcome.OK]
-    wrong = [(o, _divergence(o.complete.reply, base[o.invoke.context])) for o in served]
-    wrong = [(o, d) for o, d in wrong if o.complete.reply != base[o.invoke.context]]
+    wrong = [
+        (o, _divergence(o.complete.reply, base[o.invoke.context]))
+        for o in served
+        if o.complete.reply != base[o.invoke.context]
+    ]
     if wrong:
         return failed(
             f"{len(wrong)} of {len(judged)} requests were served a reply other than the baseline's: "
