@@ -41,10 +41,17 @@ SERVES_CORRUPTED_KV = (
 
 
 @pytest.fixture(scope="module", params=["as_configured", "kv_checksum"])
-def stack(request, stack_factory, stack):
+def engines(request) -> str:
+    """How the module's engines treat their KV. A param of its own: one on ``stack`` itself
+    would reach the session's stack too, which pytest would then start anew for each."""
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def stack(engines, stack_factory, stack):
     """The session's stack as the target configures its engines, then one of the module's
     own with SGLang's KV checksum on both engines."""
-    if request.param == "as_configured":
+    if engines == "as_configured":
         yield stack
         return
     if not stack_factory.choice.starts_stacks:

@@ -65,8 +65,17 @@ def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
 
 
 @pytest.fixture(scope="session")
-def stack(stack_factory: StackFactory) -> Target:
-    """The stack under test, shared by the session (pdsim defects from the environment)."""
+def stack(request: pytest.FixtureRequest, stack_factory: StackFactory) -> Target:
+    """The stack under test, shared by the session (pdsim defects from the environment).
+
+    A module whose own ``stack`` fixture takes params hands them to this one too (pytest
+    matches params by name), and pytest would start a new session stack for each param
+    while the old one kept running: refused, so that the module parametrizes another name."""
+    if getattr(request, "param", None) is not None:
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: a fixture named `stack` takes params ({request.param!r}); "
+            "put them on a fixture of another name that the module's `stack` requests"
+        )
     return stack_factory.start(defects=session_defects())
 
 
