@@ -12,7 +12,7 @@ scenarios from the target's configuration (``chaos.run.bounds``), not written in
 
 | module | verdicts |
 |---|---|
-| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault, sigterm_drains, unservable_turned_away |
+| ``judge.requests`` | every_request_terminal, failed_requests_are_clean, outcomes_in, status_agrees_with_body, no_hidden_fault, sigterm_drains, unservable_turned_away, valid_requests_served |
 | ``judge.conversations`` | context_grows |
 | ``judge.replies`` | replies_match_baseline, never_served_wrong, finish_reasons_tell_the_truth |
 | ``judge.counters`` | watchdog_fired, counter_never_rises |
@@ -20,6 +20,8 @@ scenarios from the target's configuration (``chaos.run.bounds``), not written in
 | ``judge.recovery`` | recovers, recovers_after_each_heal |
 | ``judge.breakers`` | charged_only_where_struck |
 | ``judge.health`` | health_tells_truth, not_ready_before_gone |
+| ``judge.processes`` | stayed_up |
+| ``judge.statuses`` | statuses_tell_the_truth, client_errors_refused |
 | ``judge.backstops`` | backstops_stay_idle |
 | ``judge.heartbeat`` | decode_gives_prefill_up |
 | ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
@@ -64,6 +66,7 @@ from chaos.judge.model import (
     unmet,
 )
 from chaos.judge.premises import ended_as, fault_did, open_at_fault, requests_affected, requests_slowed
+from chaos.judge.processes import stayed_up
 from chaos.judge.recovery import recovers, recovers_after_each_heal
 from chaos.judge.replies import finish_reasons_tell_the_truth, never_served_wrong, replies_match_baseline
 from chaos.judge.requests import (
@@ -74,8 +77,9 @@ from chaos.judge.requests import (
     sigterm_drains,
     status_agrees_with_body,
     unservable_turned_away,
+    valid_requests_served,
 )
-from chaos.judge.statuses import statuses_tell_the_truth
+from chaos.judge.statuses import client_errors_refused, statuses_tell_the_truth
 
 __all__ = [
     "Check",
@@ -91,6 +95,7 @@ __all__ = [
     "Window",
     "backstops_stay_idle",
     "charged_only_where_struck",
+    "client_errors_refused",
     "context_grows",
     "counter_never_rises",
     "decode_gives_prefill_up",
@@ -127,9 +132,11 @@ __all__ = [
     "sources_agree",
     "status_agrees_with_body",
     "statuses_tell_the_truth",
+    "stayed_up",
     "unknown",
     "unmet",
     "unservable_turned_away",
+    "valid_requests_served",
     "verdict",
     "watchdog_fired",
 ]

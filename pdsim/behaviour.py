@@ -52,6 +52,8 @@ class Behaviour:
     abort_waits_for_the_transfer: bool = True  # abort_frees_kv_mid_transfer
     load_report_counts_transfers: bool = True  # load_report_omits_transfers
     kv_checksum_checked: bool = True  # kv_checksum_ignored: the flag taken, the digest never compared
+    # ---- the HTTP side ----
+    sampling_checked: bool = True  # sampling_unchecked: impossible sampling parameters served
 
     @classmethod
     def with_defects(cls, defects: frozenset[Defect]) -> Behaviour:
@@ -87,4 +89,5 @@ CHANGES: dict[Defect, tuple[str, Any]] = {
     Defect.ABORT_FREES_KV_MID_TRANSFER: ("abort_waits_for_the_transfer", False),
     Defect.LOAD_REPORT_OMITS_TRANSFERS: ("load_report_counts_transfers", False),
     Defect.KV_CHECKSUM_IGNORED: ("kv_checksum_checked", False),
+    Defect.SAMPLING_UNCHECKED: ("sampling_checked", False),
 }

@@ -42,6 +42,7 @@ class Defect(enum.Enum):
     LOAD_REPORT_OMITS_TRANSFERS = "load_report_omits_transfers"
     FIRST_TOKEN_FINISH_UNCHECKED = "first_token_finish_unchecked"
     KV_CHECKSUM_IGNORED = "kv_checksum_ignored"
+    SAMPLING_UNCHECKED = "sampling_unchecked"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -94,11 +94,6 @@ class Engine(ABC):
             raise BadRequest(
                 f"Invalid request: Disaggregated request received without bootstrap room id. req.rid={req.rid!r}"
             )
-        if req.prompt_tokens > self.cfg.max_total_num_tokens:
-            raise BadRequest(
-                f"Request {req.rid} exceeds the maximum number of tokens: "
-                f"{req.prompt_tokens} > {self.cfg.max_total_num_tokens}"
-            )
         if req.rid in self.reqs:
             raise BadRequest(f"Duplicate request id {req.rid}")
         self.reqs[req.rid] = req

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import math
 import random
 import time
 import uuid
@@ -98,8 +99,50 @@ def _stops(raw: Any) -> tuple[str, ...]:
     return (raw,) if isinstance(raw, str) else tuple(str(s) for s in raw)
 
 
-def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, truncate_to: int | None) -> Req:
-    """Build a Req; unknown extra fields (smg adds several) are ignored, as SGLang does."""
+def _verify(temperature: Any, top_p: Any, top_k: Any, max_new: Any) -> None:
+    """SGLang 0.5.23's ``SamplingParams.verify`` for the fields pdsim reads, each refusal worded
+    as SGLang words it (a 400). Greedy decoding (temperature 0) sets top_k to 1 first, so a
+    top_k of 0 passes with it, as in SGLang."""
+    if temperature is not None and (not math.isfinite(float(temperature)) or float(temperature) < 0.0):
+        raise BadRequest(f"temperature must be a non-negative finite number, got {float(temperature)}.")
+    if top_p is not None and not 0.0 < float(top_p) <= 1.0:
+        raise BadRequest(f"top_p must be in (0, 1], got {float(top_p)}.")
+    greedy = temperature is not None and float(temperature) < 1e-6
+    if top_k is not None and not greedy and int(top_k) != -1 and int(top_k) < 1:
+        raise BadRequest(f"top_k must be -1 (disable) or at least 1, got {int(top_k)}.")
+    if max_new is not None and int(max_new) < 0:
+        raise BadRequest(f"max_new_tokens must be at least 0, got {int(max_new)}.")
+
+
+def _fits(prompt: int, asked: Any, context_len: int) -> None:
+    """SGLang 0.5.23's context checks (``TokenizerManager._validate_one_request``), worded as it
+    words them: the prompt alone, then the prompt with the tokens asked (only where asked)."""
+    if prompt >= context_len:
+        raise BadRequest(
+            f"The input ({prompt} tokens) is longer than the model's context length ({context_len} tokens)."
+        )
+    if asked is not None and prompt + int(asked) > context_len:
+        raise BadRequest(
+            f"Requested token count exceeds the model's maximum context length of {context_len} tokens. "
+            f"You requested a total of {prompt + int(asked)} tokens: {prompt} tokens from "
+            f"the input messages and {int(asked)} tokens for the completion. Please reduce the number of "
+            "tokens in the input messages or the completion to fit within the limit."
+        )
+
+
+def parse_request(
+    endpoint: Endpoint,
+    body: dict[str, Any],
+    *,
+    model: str,
+    truncate_to: int | None,
+    context_len: int | None = None,
+    check_sampling: bool = True,
+) -> Req:
+    """Build a Req; unknown extra fields (smg adds several) are ignored, as SGLang does. A
+    request whose prompt, or prompt and asked tokens, exceed ``context_len`` is refused as
+    SGLang's tokenizer manager refuses it (``_validate_one_request``); with ``check_sampling``
+    (SGLang's way) impossible sampling parameters are refused too."""
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     sp: dict[str, Any]
@@ -114,7 +157,7 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
             input_ids = tokenize(str(_one(body["text"], "text")))
         else:
             raise BadRequest("Either text or input_ids should be provided.")
-        max_new = sp.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+        asked = sp.get("max_new_tokens")
         stop, ignore_eos = sp.get("stop"), bool(sp.get("ignore_eos", False))
         temperature, seed = sp.get("temperature"), sp.get("sampling_seed")
     elif endpoint is Endpoint.CHAT:
@@ -123,7 +166,7 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
             raise BadRequest("messages must be a non-empty list")
         prompt = apply_chat_template([Message.parse(m) for m in messages], truncate_to=truncate_to)
         input_ids = tokenize(prompt)
-        max_new = body.get("max_completion_tokens") or body.get("max_tokens") or DEFAULT_MAX_NEW_TOKENS
+        asked = body.get("max_completion_tokens") or body.get("max_tokens")
         stop, ignore_eos = body.get("stop"), bool(body.get("ignore_eos", False))
         temperature, seed = body.get("temperature"), body.get("seed")
     else:
@@ -131,11 +174,17 @@ def parse_request(endpoint: Endpoint, body: dict[str, Any], *, model: str, trunc
         if prompt_raw is None:
             raise BadRequest("prompt is required")
         input_ids = tokenize(str(prompt_raw))
-        max_new = body.get("max_tokens") or DEFAULT_MAX_NEW_TOKENS
+        asked = body.get("max_tokens")
         stop, ignore_eos = body.get("stop"), bool(body.get("ignore_eos", False))
         temperature, seed = body.get("temperature"), body.get("seed")
     if not input_ids:
         raise BadRequest("The input is empty.")
+    params = sp if endpoint is Endpoint.GENERATE else body
+    if check_sampling:
+        _verify(temperature, params.get("top_p"), params.get("top_k"), asked)
+    max_new = asked if asked is not None else DEFAULT_MAX_NEW_TOKENS
+    if context_len is not None:
+        _fits(len(input_ids), asked, context_len)
     room = _one(body.get("bootstrap_room"), "bootstrap_room")
     port = _one(body.get("bootstrap_port"), "bootstrap_port")
     stream_options = body.get("stream_options") or {}

@@ -197,7 +197,14 @@ class Api:
         async def handle(request: web.Request) -> web.StreamResponse:
             body = await _body(request)
             try:
-                req = parse_request(endpoint, body, model=cfg.model, truncate_to=self.truncate_to)
+                req = parse_request(
+                    endpoint,
+                    body,
+                    model=cfg.model,
+                    truncate_to=self.truncate_to,
+                    context_len=cfg.max_total_num_tokens,
+                    check_sampling=cfg.behaviour.sampling_checked,
+                )
                 req.client_id = request.headers.get("x-request-id")
                 engine.submit(req)
             except (BadRequest, TypeError, ValueError) as exc:

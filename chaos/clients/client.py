@@ -34,6 +34,7 @@ __all__ = [
     "classify_exception",
     "context_of",
     "ending",
+    "error_text",
     "total_deadline",
     "trace_headers",
 ]
@@ -132,7 +133,9 @@ def classify_exception(exc: Exception, *, got_head: bool, stream: bool) -> Outco
     return Outcome.CONNECTION_ERROR
 
 
-def _error_text(raw: bytes) -> str:
+def error_text(raw: bytes) -> str:
+    """What an error answer says: its JSON's message (OpenAI's ``error.message``, or the
+    whole object), else the text itself."""
     try:
         body = json.loads(raw)
     except ValueError:
@@ -158,7 +161,7 @@ class _Parse:
 
     def event(self, obj: dict[str, Any], *, delta: bool) -> None:
         if "error" in obj:
-            self.error = _error_text(json.dumps(obj).encode())
+            self.error = error_text(json.dumps(obj).encode())
             return
         if "meta_info" in obj:  # native /generate: cumulative text
             meta = obj["meta_info"]
@@ -263,9 +266,12 @@ class Client:
         workload: str = "",
         hang_up_after: HangUp | None = None,
         invalid: str = "",
+        content: bytes | None = None,
     ) -> Complete:
         """Send one request, record it, and return how it ended (the history's record).
         ``invalid`` says why the request is the client's own error, where it is one.
+        ``content``: the bytes sent as the JSON body instead of ``body``'s encoding (a
+        malformed body); ``body`` then says what it asks, for the record.
         ``hang_up_after`` closes a stream on purpose (a client abort): after N data events,
         or at the first event once an ``Event`` is set. That ends as ``hung_up``, the
         client's own decision, not a failure."""
@@ -289,11 +295,17 @@ class Client:
             )
         )
         with waiting(f"{op} {path} to end (its client deadline)", self.deadlines.ends_within_s):
-            end, first_byte = self._run(op, path, body, stream, hang_up_after)
+            end, first_byte = self._run(op, path, body, stream, hang_up_after, content)
         return self.history.append(Complete(self.history.now(), time.time(), op, first_byte_t=first_byte, **end))
 
     def _run(
-        self, op: str, path: str, body: dict[str, Any], stream: bool, hang_up_after: HangUp | None = None
+        self,
+        op: str,
+        path: str,
+        body: dict[str, Any],
+        stream: bool,
+        hang_up_after: HangUp | None = None,
+        content: bytes | None = None,
     ) -> tuple[dict[str, Any], float | None]:
         """How the request ended (``Complete``'s fields) and when its first byte came."""
         d = self.deadlines
@@ -307,8 +319,10 @@ class Client:
         read_s = min(d.stall_s if stream else d.read_s, d.total_s)
         timeout = httpx.Timeout(read_s, connect=min(d.connect_s, d.total_s), pool=d.connect_s, write=d.connect_s)
         sent = time.monotonic()
+        payload: dict[str, Any] = {"json": body} if content is None else {"content": content}
+        headers = trace_headers(op) | ({} if content is None else {"content-type": "application/json"})
         try:
-            with self._http.stream("POST", path, json=body, timeout=timeout, headers=trace_headers(op)) as resp:
+            with self._http.stream("POST", path, timeout=timeout, headers=headers, **payload) as resp:
                 got_head = True
                 with total_deadline(d.total_s, sent, resp.close, expired):
                     if resp.status_code >= 400:
@@ -316,7 +330,7 @@ class Client:
                         return ending(
                             Outcome.CLEAN_ERROR,
                             resp.status_code,
-                            error=_error_text(raw),
+                            error=error_text(raw),
                             retry_after=resp.headers.get("retry-after"),
                         ), self.history.now()
                     if not stream:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
 from chaos.clients.client import Client, Deadlines, HangUp
+from chaos.clients.unfinished import send_unfinished
 from chaos.observe.history import History
 from chaos.observe.records import Complete, Outcome, Phase
 from chaos.system.limits import waiting
@@ -230,9 +231,11 @@ class Workload:
         hang_up_after: HangUp | None = None,
         workload: str = "",
         invalid: str = "",
+        content: bytes | None = None,
     ) -> Complete:
         """One request on a fresh connection (a workload of its own unless ``workload`` names
-        one); ``invalid``: why it is the client's own error, where it is one."""
+        one); ``invalid``: why it is the client's own error, where it is one; ``content``:
+        bytes sent as the body in place of ``body``'s JSON (a malformed one)."""
         client = Client(self.base_url, self.history, deadlines or self.deadlines)
         try:
             return client.request(
@@ -242,9 +245,35 @@ class Workload:
                 workload=workload or self._name("request"),
                 hang_up_after=hang_up_after,
                 invalid=invalid,
+                content=content,
             )
         finally:
             client.close()
+
+    def unfinished(
+        self,
+        path: str,
+        *,
+        declared: int,
+        sent: bytes,
+        invalid: str,
+        phase: Phase = Phase.DERIVED,
+        deadlines: Deadlines | None = None,
+    ) -> Complete:
+        """One request whose head declares ``declared`` bytes of body of which only ``sent``
+        ever comes (``chaos.clients.unfinished``): a body beyond any sane size, or one that
+        never finishes."""
+        return send_unfinished(
+            self.base_url,
+            self.history,
+            deadlines or self.deadlines,
+            path,
+            declared=declared,
+            sent=sent,
+            invalid=invalid,
+            phase=phase,
+            workload=self._name("unfinished"),
+        )
 
     def background(
         self,

@@ -24,6 +24,7 @@ __all__ = [
     "sigterm_drains",
     "status_agrees_with_body",
     "unservable_turned_away",
+    "valid_requests_served",
 ]
 
 
@@ -347,3 +348,23 @@ def unservable_turned_away(h: History, *, within_s: float, workload: str) -> Fin
         worst_s=worst,
         bound_s=within_s,
     )
+
+
+@verdict(lambda phase=None, **_: "valid_requests_served" + phase_tag(phase))
+def valid_requests_served(h: History, *, phase: Phase | None = None) -> Finding:
+    """Every request of ``phase`` that was not the client's own error (``Invoke.invalid``)
+    was served: other clients' requests in flight while some client sends hostile input are
+    unaffected by it. At stake: those requests."""
+    valid = [o for o in completed(h, phase) if not o.invoke.invalid]
+    if not valid:
+        return nothing_at_stake(none_completed(phase))
+    bad = [o for o in valid if o.outcome is not Outcome.OK]
+    if bad:
+        return naming(
+            bad,
+            len(valid),
+            "valid requests were not served",
+            lambda o: f"{label(o)} ended {o.outcome.value} {o.complete.status or ''} {o.complete.error[:80]}",
+            outcomes=sorted({o.outcome.value for o in bad}),
+        )
+    return passed(f"all {len(valid)} valid requests served", stake=len(valid), of=len(valid))

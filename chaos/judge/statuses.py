@@ -23,12 +23,12 @@ import re
 
 from chaos.judge.attempts import endings
 from chaos.judge.declare import verdict
-from chaos.judge.model import Finding, nothing_at_stake, passed
+from chaos.judge.model import Finding, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, naming, phase_tag
 from chaos.observe.history import History
 from chaos.observe.records import Done, Outcome, Phase
 
-__all__ = ["statuses_tell_the_truth"]
+__all__ = ["client_errors_refused", "statuses_tell_the_truth"]
 
 RETRY = frozenset({408, 429})  # 4xx statuses that say "try again": a timeout, too many requests
 TIMEOUT_STATUSES = frozenset({408, 504})
@@ -38,8 +38,11 @@ OVERLOAD = frozenset({429, 503})  # "not now": each must say when (Retry-After)
 HOP = re.compile(r"\b(prefill|decode|router|bootstrap|kv|transfer|worker)s?\b|https?://[\w.\[\]:-]+", re.IGNORECASE)
 
 
-def _blames_the_client(status: int | None) -> bool:
-    return status is not None and 400 <= status < 500 and status not in RETRY
+def _blames_the_client(status: int | None, *, unfinished: bool = False) -> bool:
+    """A 4xx that says "your request is wrong": not 408 or 429, which say "try again", but for
+    a body its client never finished, where 408 is what went wrong (RFC 9110, 15.5.9)."""
+    retry = RETRY - {408} if unfinished else RETRY
+    return status is not None and 400 <= status < 500 and status not in retry
 
 
 def _told_as_a_timeout(o: Done) -> bool:
@@ -50,7 +53,7 @@ def _lie(o: Done, released_by: set[str]) -> tuple[str, str] | None:
     """How ``o``'s answer misleads its client, as (kind, what it said), or None where it
     tells the truth."""
     status, error = o.complete.status, o.complete.error
-    if o.invoke.invalid and not _blames_the_client(status):
+    if o.invoke.invalid and not _blames_the_client(status, unfinished=o.invoke.unfinished):
         return "client_error_as_service", f"the client's own error ({o.invoke.invalid}) answered {status}, not a 4xx"
     if not o.invoke.invalid and _blames_the_client(status):
         return "service_error_as_client", f"a valid request answered {status}, the client's error"
@@ -66,11 +69,13 @@ def _lie(o: Done, released_by: set[str]) -> tuple[str, str] | None:
 @verdict(lambda phase=None, **_: "statuses_tell_the_truth" + phase_tag(phase))
 def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Finding:
     """Every request that failed with an answer (``clean_error``) got a status that says whose
-    failure it was: the client's own error a 4xx (not 408 or 429, which say "retry"); any
-    other failure never such a 4xx; a request an engine's timeout released (its bootstrap or
-    waiting timeout, prefill's inflight watchdog) a 408 or 504, or an error that says it timed
-    out; overload (429, 503) a Retry-After; any other 5xx an error that names its hop. What no answer reached (a timeout at the client, a cut connection) says no status
-    and is not judged here (``failed_requests_are_clean``)."""
+    failure it was: the client's own error a 4xx (not 408 or 429, which say "retry", save a
+    408 for a body its client never finished); any other failure never such a 4xx; a request
+    an engine's timeout released (its bootstrap or waiting timeout, prefill's inflight
+    watchdog) a 408 or 504, or an error that says it timed out; overload (429, 503) a
+    Retry-After; any other 5xx an error that names its hop. What no answer reached (a timeout
+    at the client, a cut connection) says no status and is not judged here
+    (``failed_requests_are_clean``)."""
     answered = [o for o in completed(h, phase) if o.outcome is Outcome.CLEAN_ERROR]
     if not answered:
         return nothing_at_stake("no request failed with an answer", of=0)
@@ -104,4 +109,54 @@ def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Findin
         statuses=statuses,
         invalid=invalid,
         timed_out=timed,
+    )
+
+
+@verdict(lambda within_s, **_: f"client_errors_refused(within={within_s:g}s)")
+def client_errors_refused(h: History, *, within_s: float) -> Finding:
+    """Every request that was the client's own error (``Invoke.invalid``: malformed, hostile,
+    impossible) was refused with a 4xx that says what is wrong, within ``within_s`` of its
+    send: not served, not failed as the service's error, not left unanswered until the
+    client gave up, not cut without an answer. Hostile input is where a clear error matters
+    most (a client must stop sending it) and where the stack must not spend its time."""
+    invalid = [o for o in completed(h, None) if o.invoke.invalid]
+    if not invalid:
+        return unknown("no request was sent as the client's own error")
+
+    def wrong(o: Done) -> str | None:
+        took = o.complete.t - o.invoke.t
+        status, error = o.complete.status, o.complete.error
+        if o.outcome is Outcome.OK:
+            return f"served with {status} after {took:.2f}s, not refused"
+        if o.outcome is not Outcome.CLEAN_ERROR or status is None:
+            return f"ended {o.outcome.value} after {took:.2f}s with no answer ({error[:80]})"
+        if not 400 <= status < 500:
+            return f"answered {status} after {took:.2f}s, not a 4xx ({error[:80]!r})"
+        if not error.strip():
+            return f"answered {status} saying nothing of what is wrong"
+        if took > within_s:
+            return f"refused with {status} only after {took:.2f}s"
+        return None
+
+    found = {o.invoke.op: why for o in invalid if (why := wrong(o))}
+    statuses = sorted({str(o.complete.status) for o in invalid})
+    worst = max(o.complete.t - o.invoke.t for o in invalid)
+    if found:
+        return naming(
+            [o for o in invalid if o.invoke.op in found],
+            len(invalid),
+            "of the client's own errors were not refused clearly in time",
+            lambda o: f"{label(o)} ({o.invoke.invalid}): {found[o.invoke.op]}",
+            shown=6,
+            statuses=statuses,
+            worst_s=round(worst, 3),
+            bound_s=within_s,
+        )
+    return passed(
+        f"{len(invalid)} of the client's own errors refused with {', '.join(statuses)} within {worst:.2f}s",
+        stake=len(invalid),
+        of=len(invalid),
+        statuses=statuses,
+        worst_s=round(worst, 3),
+        bound_s=within_s,
     )

@@ -98,6 +98,9 @@ class Invoke:
     # why the request is the client's own error (over any context, a model nobody serves), or
     # "" for a request a healthy system serves: the status it gets must say whose error it was
     invalid: str = ""
+    # the client never finished sending the body its head declared (``chaos.clients.unfinished``):
+    # a 408, "you were too slow", is then the truth about its own error
+    unfinished: bool = False
     kind: str = "invoke"
 
     def __post_init__(self) -> None:

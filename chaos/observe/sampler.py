@@ -299,6 +299,7 @@ class Sampler:
                 tree = [root, *root.children(recursive=True)]
                 values[f"rss_bytes:{service}"] = float(sum(p.memory_info().rss for p in tree))
                 values[f"open_fds:{service}"] = float(sum(p.num_fds() for p in tree))
+                values[f"pid:{service}"] = float(pid)  # a new one is a restart (``stayed_up``)
             except (psutil.Error, TargetError):  # gone between two reads, or not ours to read
                 self.failures[name].append(t)
         self._add(Sample(t, name, values))

@@ -98,6 +98,9 @@ KILLERS: dict[str, Killer] = {
     "load_report_omits_transfers": Killer("suites/test_kv_link.py", "sources_agree"),
     "first_token_finish_unchecked": Killer("suites/test_reply_endings.py", "replies_end_where_asked"),
     "kv_checksum_ignored": Killer("suites/test_kv_corruption.py", "never_served_wrong"),
+    "sampling_unchecked": Killer(
+        "suites/test_hostile_input.py::test_hostile_requests_are_refused_clearly", "client_errors_refused"
+    ),
     "waiting_clock_from_arrival": Killer(
         "suites/test_overload.py::test_queued_requests_are_served_not_timed_out",
         "counter_never_rises",

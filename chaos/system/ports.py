@@ -28,9 +28,9 @@ __all__ = [
 ]
 
 LOOPBACK = "127.0.0.1"
-STACK_PORTS = 14  # consecutive ports of one stack, from its base (PortPlan)
+STACK_PORTS = 15  # consecutive ports of one stack, from its base (PortPlan)
 
-STRIDE = 16  # one stack's range: PortPlan uses STACK_PORTS (14); room for two more
+STRIDE = 16  # one stack's range: PortPlan uses STACK_PORTS (15); room for one more
 _STACKS_PER_WORKER = 40  # ranges per pytest process (per xdist worker)
 RUN_STRIDE = 2 * _STACKS_PER_WORKER * STRIDE  # one pytest process with two xdist workers: 1280 ports
 
@@ -74,6 +74,10 @@ class PortPlan:
     kv = property(lambda s: s.base + 11)
     prefill_dist = property(lambda s: s.base + 12)  # SGLang's torch.distributed port (--nccl-port)
     decode_dist = property(lambda s: s.base + 13)
+    # where no service listens: the address a hostile client names as its own bootstrap
+    # server, watched by the rig's canary (chaos.observe.canary); the engines reach it on
+    # the host's loopback, or through the bridge where they run in a namespace
+    canary = property(lambda s: s.base + 14)
 
     def all(self) -> list[int]:
         return list(range(self.base, self.base + STACK_PORTS))

@@ -189,14 +189,13 @@ class SGLangCPUStack(EmbeddedStack):
         """Each engine by ``sglang_cpu/launch.py`` (its flags and variables, shared with
         compose/sglang-cpu.yaml) under the SGLang venv's interpreter; and the bridge, which
         makes their namespace: it exports their HTTP ports and prefill's bootstrap server to
-        the host, and imports Toxiproxy's bootstrap proxy, which decode dials."""
+        the host, and imports Toxiproxy's bootstrap proxy, which decode dials, and the rig's canary."""
         bridge = (
             sys.executable,
             "-m",
             "chaos.system.bridge",
             *(a for p in (ports.prefill, ports.prefill_bootstrap, ports.decode) for a in ("--export", str(p))),
-            "--import",
-            str(ports.bootstrap),
+            *(a for p in (ports.bootstrap, ports.canary) for a in ("--import", str(p))),
         )
         return ({"bridge": ProcSpec("bridge", bridge, {}, logs / "bridge.log")} if _NETNS else {}) | cls._sglang_specs(
             cfg, ports, logs

@@ -216,6 +216,7 @@ class StackInfo:
                 "toxiproxy_metrics": f"{url(ports.toxiproxy)}/metrics",
                 "prefill_loads": url(ports.prefill) + LOADS_PATH,
                 "decode_loads": url(ports.decode) + LOADS_PATH,
+                "canary": url(ports.canary),  # no service: the rig listens there (chaos.observe.canary)
             },
             proxies={
                 name: lnk

@@ -11,6 +11,8 @@
       toxiproxy: http://127.0.0.1:8474      # optional: network faults need a Toxiproxy in the path
       prefill_loads: http://127.0.0.1:30000/v1/loads?include=core,disagg&format=prometheus   # optional, both or
       decode_loads: http://127.0.0.1:30002/v1/loads?include=core,disagg&format=prometheus    # neither: live queue counts
+      canary: http://127.0.0.1:30014        # optional: a free port on this host the engines can dial, where the
+                                            # rig listens for dials to an address a hostile client chose
     proxies:                                # optional: Toxiproxy proxies already in the path, by link
       bootstrap: {listen: "127.0.0.1:18998", upstream: "127.0.0.1:8998"}
     services:                               # optional: shell commands per service
@@ -80,6 +82,7 @@ SCHEMA: dict[str, Any] = {
                     "toxiproxy",
                     "prefill_loads",
                     "decode_loads",
+                    "canary",
                 )
             },
             "dependentRequired": {"prefill_loads": ["decode_loads"], "decode_loads": ["prefill_loads"]},

@@ -43,6 +43,9 @@ ROWS: dict[str, Callable[[], v.Check]] = {
     "outcomes_in": lambda: v.outcomes_in(set()),
     "status_agrees_with_body": lambda: v.status_agrees_with_body(),
     "statuses_tell_the_truth": lambda: v.statuses_tell_the_truth(),
+    "client_errors_refused": lambda: v.client_errors_refused(within_s=3),
+    "valid_requests_served": lambda: v.valid_requests_served(),
+    "stayed_up": lambda: v.stayed_up(("prefill", "decode")),
     "no_hidden_fault": lambda: v.no_hidden_fault(),
     "sigterm_drains": lambda: v.sigterm_drains(),
     "unservable_turned_away": lambda: v.unservable_turned_away(within_s=3, workload="unservable#1"),
@@ -96,6 +99,7 @@ AT_STAKE_ON_SUCCESS = frozenset(
         "stream_gaps_at_most",
         "statuses_in",
         "served_or_refused",
+        "valid_requests_served",
         "amplification_at_most",
         "conversations_finish",
     }

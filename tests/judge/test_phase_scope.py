@@ -30,6 +30,7 @@ SCOPED: dict[str, Callable[[Phase], Check]] = {
     "outcomes_in": lambda p: v.outcomes_in({Outcome.OK}, phase=p),
     "status_agrees_with_body": lambda p: v.status_agrees_with_body(phase=p),
     "statuses_tell_the_truth": lambda p: v.statuses_tell_the_truth(phase=p),
+    "valid_requests_served": lambda p: v.valid_requests_served(phase=p),
     "finish_reasons_tell_the_truth": lambda p: v.finish_reasons_tell_the_truth(phase=p),
     "never_served_wrong": lambda p: v.never_served_wrong(phase=p),
     "health_tells_truth": lambda p: v.health_tells_truth("decode", phase=p),

@@ -232,3 +232,22 @@ def test_a_truncation_after_the_heal_is_not_explained_by_the_fault():
     h.append(Invoke(2.2, 0.0, "s", "/v1/chat/completions", True))
     h.append(Complete(2.8, 0.0, "s", Outcome.TRUNCATED, 200, "cut", "", None, None, first_byte_t=2.5))
     assert v.outcomes_in({Outcome.OK, Outcome.TRUNCATED}, explained=True)(h).status is v.Status.FAIL
+
+
+def test_valid_requests_are_served_whatever_the_clients_own_errors_got():
+    def history(other: Outcome) -> History:
+        h = History()
+        op(h, "served", 0.0, 1.0, phase="fault")
+        op(h, "other", 0.0, 2.0, other, phase="fault", error="cut")
+        h.append(Invoke(0.5, 0.0, "hostile", "/generate", False, phase=Phase.FAULT, invalid="malformed JSON"))
+        h.append(Complete(0.6, 0.0, "hostile", Outcome.CLEAN_ERROR, 400, "EOF while parsing"))
+        op(h, "before", 0.0, 0.1, Outcome.CLIENT_TIMEOUT, phase="baseline")  # another phase: not judged
+        return h
+
+    check = v.valid_requests_served(phase=Phase.FAULT)
+    judged = check(history(Outcome.OK))
+    assert judged.status is v.Status.PASS and judged.evidence.values["of"] == 2
+    found = check(history(Outcome.TRUNCATED))
+    assert found.status is v.Status.FAIL and found.evidence.ops == ("other",)
+    assert found.evidence.values["outcomes"] == ["truncated"]
+    assert status(check, History()) is v.Status.NOT_AT_STAKE

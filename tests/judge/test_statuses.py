@@ -103,3 +103,43 @@ def test_a_service_failure_names_its_hop(error, names):
     assert (judged.status is v.Status.PASS) is names, judged.message
     if not names:
         assert judged.evidence.values["kinds"] == ["hop_unnamed"]
+
+
+def _refused(h: History, name: str, status: int | None, error: str, took_s: float, outcome=Outcome.CLEAN_ERROR) -> None:
+    h.append(Invoke(0.0, 0.0, name, "/v1/chat/completions", False, phase=Phase.FAULT, invalid="hostile"))
+    h.append(Complete(took_s, 0.0, name, outcome, status, error))
+
+
+def test_the_clients_own_errors_are_refused_clearly_in_time():
+    def history(status: int | None, error: str, took_s: float, outcome=Outcome.CLEAN_ERROR) -> History:
+        h = History()
+        _refused(h, "fine", 400, "Invalid JSON: EOF while parsing an object", 0.1)
+        _refused(h, "x", status, error, took_s, outcome)
+        h.append(Invoke(0.0, 0.0, "valid", "/v1/chat/completions", False, phase=Phase.FAULT))
+        h.append(Complete(0.5, 0.0, "valid", Outcome.OK, 200, reply="hi"))  # not the client's error: not judged
+        return h
+
+    check = v.client_errors_refused(within_s=3.0)
+    judged = check(history(413, "length limit exceeded", 0.2))
+    assert judged.status is v.Status.PASS and judged.evidence.values["of"] == 2
+    assert judged.evidence.values["statuses"] == ["400", "413"] and judged.evidence.values["worst_s"] == 0.2
+    for status, error, took_s, outcome, why in (
+        (500, "Internal Server Error", 0.2, Outcome.CLEAN_ERROR, "not a 4xx"),
+        (400, "", 0.2, Outcome.CLEAN_ERROR, "saying nothing"),
+        (408, "Request Timeout", 4.0, Outcome.CLEAN_ERROR, "only after 4.00s"),
+        (None, "total deadline 33s", 33.0, Outcome.CLIENT_TIMEOUT, "no answer"),
+        (200, "", 0.2, Outcome.OK, "served with 200"),
+    ):
+        found = check(history(status, error, took_s, outcome))
+        assert found.status is v.Status.FAIL and found.evidence.ops == ("x",), (status, found)
+        assert why in found.message, found.message
+    assert check(History()).status is v.Status.UNKNOWN
+
+
+def test_a_body_its_client_never_finished_may_be_refused_with_a_408():
+    unfinished, malformed = History(), History()
+    unfinished.append(Invoke(0.0, 0.0, "slow", "/generate", False, phase=Phase.FAULT, invalid="stops", unfinished=True))
+    unfinished.append(Complete(30.0, 0.0, "slow", Outcome.CLEAN_ERROR, 408, "Request body was not complete"))
+    _failed(malformed, "bad", 408, "Request Timeout", invalid="malformed JSON")
+    assert v.statuses_tell_the_truth()(unfinished).status is v.Status.PASS
+    assert v.statuses_tell_the_truth()(malformed).status is v.Status.FAIL  # "retry" a request no retry mends

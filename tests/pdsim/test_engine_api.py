@@ -65,7 +65,7 @@ def test_request_without_bootstrap_room_is_400_with_sglang_message(stack, engine
 def test_too_long_prompt_is_400(stack):
     legs = send(stack, "/generate", {"input_ids": [5] * 40000, "rid": "r-long"}, legs=("prefill",))
     assert legs["prefill"].status == 400
-    assert "Request r-long exceeds the maximum number of tokens: 40000 > 32768" in legs["prefill"].text
+    assert "The input (40000 tokens) is longer than the model's context length (32768 tokens)." in legs["prefill"].text
 
 
 def test_bootstrap_server_routes(stack):

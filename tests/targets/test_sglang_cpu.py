@@ -20,6 +20,9 @@ import httpx
 import pytest
 
 from chaos.faults.packet import PacketFault
+from chaos.observe.canary import Canary
+from chaos.observe.history import History
+from chaos.observe.records import LogEvent
 from chaos.run.stack_factory import StackFactory
 from chaos.system.netns import nfqueue_available
 from chaos.system.procs import run
@@ -314,6 +317,23 @@ def test_packet_faults_break_real_sglangs_links_and_heal(sglang_stack, link, mod
     assert "pdchaos" not in at.namespace.run("iptables", "-S") and "1:" not in at.namespace.run(
         "tc", "class", "show", "dev", "lo"
     )
+
+
+@pytest.mark.skipif(not packet_links_possible(), reason="packet links need root, nsenter, iptables and tc")
+def test_the_engines_namespace_reaches_the_rigs_canary(sglang_stack):
+    """A dial from where the engines run to the stack's canary port (the address a hostile
+    client names as its bootstrap server) reaches the rig's canary on the host, through the
+    bridge: a dial a real engine made there would be counted, not lost in the namespace."""
+    history = History()
+    namespace = sglang_stack.packet_link("control").namespace
+    with Canary(history, sglang_stack.info.endpoints["canary"]) as canary:
+        host, port = canary.address
+        namespace.run(
+            sys.executable, "-c",
+            f"import socket; socket.create_connection(({host!r}, {port}), 2).sendall(b'GET /route HTTP/1.1\\r\\n\\r\\n')",
+        )  # fmt: skip
+        wait_until(lambda: canary.dials == 1, timeout_s=5, what="the canary to count the dial")
+    assert any("GET /route" in e.line for e in history.of(LogEvent) if e.service == "canary")
 
 
 @pytest.mark.skipif(not packet_links_possible(), reason="packet links need root, nsenter, iptables and tc")
