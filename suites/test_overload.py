@@ -100,7 +100,7 @@ def served_or_refused(h: History, status: int, *, phase: Phase) -> Finding:
 def refused_within(h: History, status: int, within_s: float, *, phase: Phase) -> Finding:
     """Every request of ``phase`` answered ``status`` got that answer within ``within_s`` of
     its send: a refusal is shed at the door, not after the request waited for a timeout."""
-    refused = [(o.complete.t - o.invoke.t, o) for o in completed(h, phase) if o.complete.status == status]
+    refused = [(o.latency, o) for o in completed(h, phase) if o.complete.status == status]
     if not refused:
         return nothing_at_stake(f"no request of phase {Phase(phase).value!r} was answered {status}")
     return all_within(

@@ -129,19 +129,13 @@ def requests_slowed(h: History, *, by_s: float, why: str) -> Finding:
     requests: a baseline of 0.43, 1.07 and 1.07 s, a fault of 1.02, 1.02 and 1.34 s: the
     medians said faster, the span 0.27 s slower). A delay of D on a link each request crosses
     adds close to D, less what overlapped with the requests' other waits: ask for half of it."""
-    spans: dict[Phase, float] = {}
-    for phase in (Phase.BASELINE, Phase.FAULT):
-        served = [o for o in completed(h, phase) if o.outcome is Outcome.OK]
-        if served:
-            spans[phase] = max(o.complete.t for o in served) - min(o.invoke.t for o in served)
-    if len(spans) < 2:
+    served = {p: [o for o in completed(h, p) if o.outcome is Outcome.OK] for p in (Phase.BASELINE, Phase.FAULT)}
+    if not all(served.values()):
         return unmet(
             "no baseline or no fault request succeeded: nothing to compare",
-            requests={
-                p.value: len([o for o in completed(h, p) if o.outcome is Outcome.OK])
-                for p in (Phase.BASELINE, Phase.FAULT)
-            },
+            requests={p.value: len(ops) for p, ops in served.items()},
         )
+    spans = {p: max(o.complete.t for o in ops) - min(o.invoke.t for o in ops) for p, ops in served.items()}
     base, slowed = spans[Phase.BASELINE], spans[Phase.FAULT]
     figures: dict[str, Any] = {"baseline_s": round(base, 3), "fault_s": round(slowed, 3), "by_s": by_s}
     said = f"the fault's requests took {slowed:.2f}s from the first sent to the last served, the baseline's {base:.2f}s"

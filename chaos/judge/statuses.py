@@ -124,7 +124,7 @@ def client_errors_refused(h: History, *, within_s: float) -> Finding:
         return unknown("no request was sent as the client's own error")
 
     def wrong(o: Done) -> str | None:
-        took = o.complete.t - o.invoke.t
+        took = o.latency
         status, error = o.complete.status, o.complete.error
         if o.outcome is Outcome.OK:
             return f"served with {status} after {took:.2f}s, not refused"
@@ -140,7 +140,7 @@ def client_errors_refused(h: History, *, within_s: float) -> Finding:
 
     found = {o.invoke.op: why for o in invalid if (why := wrong(o))}
     statuses = sorted({str(o.complete.status) for o in invalid})
-    worst = max(o.complete.t - o.invoke.t for o in invalid)
+    worst = max(o.latency for o in invalid)
     if found:
         return naming(
             [o for o in invalid if o.invoke.op in found],

@@ -6,8 +6,9 @@ the client chose.
 
 Each dial is counted into the history as a counter (source ``canary``, ``dials_total``),
 sampled when the canary opens, at each dial and every second (verdicts are judged before a
-test's fixtures end), so ``counter_never_rises`` judges it like any failure counter; the first line a dial sent is kept as a log line of the
-``canary`` service, the evidence of what was asked there. The canary listens on the host's
+test's fixtures end), so ``counter_never_rises`` judges it like any failure counter; the
+first line a dial sent is kept as a log line of the ``canary`` service, the evidence of
+what was asked there. The canary listens on the host's
 loopback only; engines in a namespace of the stack's own reach it through the bridge, which
 imports the port (``chaos.system.bridge``).
 """
