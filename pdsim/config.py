@@ -60,6 +60,10 @@ class EngineConfig:
     inflight_timeout_s: float = 300.0
     heartbeat_interval_s: float = 5.0
     heartbeat_max_failure: int = 2
+    # SGLang's failure hooks (pdsim.hooks): a room's poll reads Failed, decode's KV checksum
+    # check fails, each at its chance
+    poll_failure_prob: float = 0.0
+    kv_checksum_mismatch_prob: float = 0.0
     defects: frozenset[Defect] = field(default_factory=frozenset)
     # what the engine does where a defect may bend it: SGLang's, with each defect's change
     behaviour: Behaviour = field(init=False)
@@ -138,5 +142,7 @@ def config_from_args(argv: list[str] | None = None) -> EngineConfig:
         inflight_timeout_s=env_int("SGLANG_DISAGGREGATION_PREFILL_INFLIGHT_TIMEOUT", 300),
         heartbeat_interval_s=max(env_float("SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", 5.0), 2.0),
         heartbeat_max_failure=max(env_int("SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", 2), 1),
+        poll_failure_prob=env_float("SGLANG_TEST_DISAGG_FAILURE_PROB", 0.0),
+        kv_checksum_mismatch_prob=env_float("SGLANG_TEST_DISAGG_KV_CHECKSUM_MISMATCH_PROB", 0.0),
         defects=defects_from_env(),
     )

@@ -31,6 +31,7 @@ import aiohttp
 
 from pdsim.config import EngineConfig
 from pdsim.engine import Engine
+from pdsim.hooks import Chance, PollFailures
 from pdsim.kvcheck import digest_of
 from pdsim.kvpoll import KVPoll
 from pdsim.model import EOS_ID, context_digest, detokenize, next_token
@@ -93,6 +94,14 @@ class DecodeEngine(Engine):
         # sequences (prompt and reply) of finished requests, whose KV decode keeps; lost with
         # the process, as SGLang's
         self._radix: list[tuple[int, ...]] = []
+        # SGLang's failure hooks: SGLANG_TEST_DISAGG_FAILURE_PROB, ..._KV_CHECKSUM_MISMATCH_PROB
+        self.poll_failures = PollFailures(cfg.poll_failure_prob)
+        self.checksum_mismatches = Chance(cfg.kv_checksum_mismatch_prob)
+        # rooms of the transfer queue this process failed without telling prefill (a hook's
+        # failure), by when: prefill still sends their KV, and in SGLang its write completes
+        # on its own (Mooncake's transfer needs nothing of decode), so it is taken and
+        # acknowledged here, never parked; forgotten after the waiting timeout
+        self._failed_untold: dict[int, float] = {}
 
     async def start(self) -> None:
         self._http = aiohttp.ClientSession()
@@ -286,6 +295,11 @@ class DecodeEngine(Engine):
             room = int(header.get("room", -1))
             expected = int(header.get("bytes", 0))
             req = self._transfer_by_room.get(room)
+            if req is None and self._failed_untold.pop(room, None) is not None:
+                log_event("kv", bootstrap_room=room, state="landed_after_local_failure")
+                await self._receive_kv(reader, None)
+                await write_frame(writer, {"type": "ACK", "room": room})
+                return
             if req is None:
                 # KV for a room this process never registered (e.g. from before a restart):
                 # nothing polls it, so it is parked and never acknowledged.
@@ -313,7 +327,11 @@ class DecodeEngine(Engine):
             if sum(lengths) != expected:
                 await self._refuse(writer, req, f"KV size mismatch {sum(lengths)} != {expected}")
                 return
-            if self.cfg.kv_checksum and self.cfg.behaviour.kv_checksum_checked and aux.get("kv_checksum") != checksum:
+            if (
+                self.cfg.kv_checksum
+                and self.cfg.behaviour.kv_checksum_checked
+                and (aux.get("kv_checksum") != checksum or self.checksum_mismatches.hits())
+            ):
                 # SGLang's words (disaggregation/decode.py), and the room fails as a transfer
                 await self._refuse(writer, req, f"KV checksum mismatch for room {room}")
                 return
@@ -332,17 +350,17 @@ class DecodeEngine(Engine):
                 writer.close()
             self.wake()
 
-    async def _receive_kv(self, reader: asyncio.StreamReader, req: Req) -> tuple[list[int], int, dict[str, Any]]:
+    async def _receive_kv(self, reader: asyncio.StreamReader, req: Req | None) -> tuple[list[int], int, dict[str, Any]]:
         """Read a room's KV chunks until its end frame: each chunk's length, the Adler-32 of
         what arrived, and the end's aux data (the first token, the context's digest, the
-        sender's checksum where it took one)."""
+        sender's checksum where it took one). ``req`` None: a room decode already failed."""
         lengths, checksum = [], 1
         while True:
             header, payload = await read_frame(reader)
             if header.get("type") == "KV_CHUNK":
                 lengths.append(len(payload))
                 checksum = zlib.adler32(payload, checksum)
-                if req.rid in self._freed_at:  # the room was aborted and its pages handed on
+                if req is not None and req.rid in self._freed_at:  # the room was aborted and its pages handed on
                     self._late_write(req)
             elif header.get("type") == "KV_END":
                 return lengths, checksum, dict(header.get("aux") or {})
@@ -411,11 +429,15 @@ class DecodeEngine(Engine):
     def tick(self, now: float, *, check_timeouts: bool) -> None:
         if check_timeouts:
             self._check_timeouts(now)
+        self.poll_failures.poll([*self.prealloc, *self.transfer])
         self._pop_preallocated(now)
         self._pop_transferred(now)
         self._pop_waiting(now)
 
     def _check_timeouts(self, now: float) -> None:
+        for room, at in list(self._failed_untold.items()):
+            if now - at > self.cfg.waiting_timeout_s:  # prefill gave the room up too, or never sends
+                del self._failed_untold[room]
         timed = (
             {KVPoll.WaitingForInput, KVPoll.Transferring}
             if self.cfg.behaviour.transferring_times_out
@@ -530,6 +552,8 @@ class DecodeEngine(Engine):
             elif req.status.poll is KVPoll.Failed:
                 self._leave_transfer(req)
                 self.metrics.count_failure(bootstrap=False)
+                if not req.status.told and req.room is not None:
+                    self._failed_untold[req.room] = now
                 if not self.cfg.behaviour.failed_transfer_fails:
                     self._answer_anyway(req, now)
                     continue

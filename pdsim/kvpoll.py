@@ -36,6 +36,7 @@ class RoomStatus:
         self.room = room
         self.poll = initial
         self.reason: str | None = None
+        self.told = True  # whether the failure is the kind the peer hears of (SGLang's hooks' are not)
 
     def update(self, new: KVPoll) -> None:
         if self.poll is KVPoll.Failed:
@@ -43,10 +44,13 @@ class RoomStatus:
         if new is KVPoll.Failed or new > self.poll:
             self.poll = new
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: str | None, *, told: bool = True) -> None:
+        """Failed, for ``reason`` (None: no reason recorded, as a poll SGLang's failure hook
+        turned). ``told``: the engine tells the peer, where its protocol does."""
         if self.poll is KVPoll.Failed:
             return
         self.reason = reason
+        self.told = told
         self.poll = KVPoll.Failed
 
     def error(self) -> KVTransferError:

@@ -24,6 +24,7 @@ from collections import deque
 from pdsim.bootstrap import BootstrapServer
 from pdsim.config import EngineConfig
 from pdsim.engine import Engine
+from pdsim.hooks import PollFailures
 from pdsim.kvcheck import Corruption, pattern
 from pdsim.kvpoll import KVPoll
 from pdsim.model import context_digest, next_token
@@ -60,6 +61,7 @@ class PrefillEngine(Engine):
         self._transfers: dict[str, asyncio.Task[None]] = {}
         self._control_server: asyncio.AbstractServer | None = None
         self.corruption = Corruption()  # the test hook that flips bytes of the KV it sends
+        self.poll_failures = PollFailures(cfg.poll_failure_prob)  # SGLang's SGLANG_TEST_DISAGG_FAILURE_PROB
 
     async def start(self) -> None:
         self._control_server = await asyncio.start_server(self._serve_control, self.cfg.host, self.cfg.control_port)
@@ -149,7 +151,12 @@ class PrefillEngine(Engine):
     def _tell_decode(self, req: Req, reason: str) -> None:
         """Send status Failed to the decode that registered for this room."""
         writer = self._decode_link.get(req.rid)
-        if writer is None or not self.cfg.behaviour.failure_told_to_decode or writer.is_closing():
+        if (
+            writer is None
+            or not self.cfg.behaviour.failure_told_to_decode
+            or not req.status.told
+            or writer.is_closing()
+        ):
             return
         self.spawn(self._send_status(writer, req.room or 0, reason))
 
@@ -180,6 +187,7 @@ class PrefillEngine(Engine):
         was kept for rooms not yet seen expired."""
         if check_timeouts:
             self._check_timeouts(now)
+        self.poll_failures.poll([*self.bootstrap_queue, *self.waiting, *self.inflight])
         self._pop_bootstrapped(now)
         self._pop_transferred(now)
         self._drop_failed_waiting(now)

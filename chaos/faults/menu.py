@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, cast
 from chaos.errors import ConfigError
 from chaos.faults.client import ClientFault
 from chaos.faults.engine_api import AbortAll, CacheFlush, SenderCorrupt
+from chaos.faults.hooks import EngineHooks
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
@@ -42,6 +43,11 @@ class Faults(FaultRunner):
     def by_clients(self, description: str) -> FaultBlock:
         """Bracket chaos that the workload itself commits (hang-ups, abandoned requests)."""
         return self.apply(ClientFault(description))
+
+    def engine_hooks(self) -> FaultBlock:
+        """Bracket the requests judged under SGLang's failure hooks, which the stack's engines
+        started with (``stack_factory.own(hooks=FailureHooks(...))``)."""
+        return self.apply(EngineHooks(self.target))
 
     def abort_all(self, service: str, **kw: Any) -> FaultBlock:
         """Every request ``service`` holds aborted through its own ``/abort_request``."""

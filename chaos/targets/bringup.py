@@ -62,9 +62,10 @@ def create_proxies(info: StackInfo) -> None:
 
 def warm_up(info: StackInfo, *, timeout_s: float) -> None:
     """Real requests through the client's endpoint, as a user's first ones would go: one per
-    prompt length of the stack's ``warm_up_words``, each retried until it succeeds."""
+    prompt length of the stack's ``warm_up_words``, each retried until it succeeds. None where
+    the stack names none (engines whose failure hooks fail every request: none could)."""
     url = f"{info.endpoints['client']}/generate"
-    for words in info.config.get("warm_up_words") or [2]:
+    for words in info.config.get("warm_up_words", [2]):
         body: dict[str, object] = {"text": " ".join(["warm-up"] * int(words)), "sampling_params": {"max_new_tokens": 2}}
 
         def ok(body: dict[str, object] = body) -> bool:

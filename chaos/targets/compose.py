@@ -162,6 +162,8 @@ class ComposeStack:
             raise ConfigError(
                 "the compose stacks do not turn the KV checksum on yet: kv_checksum=True needs sglang-cpu"
             )
+        if cfg.hooks:
+            raise ConfigError("the compose stacks do not set SGLang's failure hooks yet: hooks need sglang-cpu")
         info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12], links=VARIANTS[variant].links)
         project = f"pdchaos-{cfg.port_base}"
         files = [str(COMPOSE_DIR / f) for f in ("stack.yaml", *VARIANTS[variant].overlays)]

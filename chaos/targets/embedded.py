@@ -166,7 +166,9 @@ class EmbeddedStack:
     @staticmethod
     def _engine_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
         """pdsim prefill and decode, their control and kv links through Toxiproxy."""
-        engine_env = cfg.timeouts.to_env() | {"PDSIM_DEFECTS": cfg.defects, "PYTHONUNBUFFERED": "1"}
+        engine_env = (
+            cfg.timeouts.to_env() | cfg.hooks.to_env() | {"PDSIM_DEFECTS": cfg.defects, "PYTHONUNBUFFERED": "1"}
+        )
         py = sys.executable
         common = [
             "--prefill-ms-per-token", str(cfg.prefill_ms_per_token),

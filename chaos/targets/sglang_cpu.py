@@ -203,7 +203,7 @@ class SGLangCPUStack(EmbeddedStack):
 
     @staticmethod
     def _sglang_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
-        env = cfg.timeouts.to_env(inflight_watchdog=cfg.inflight_watchdog) | LOCAL_ENGINE_ENV
+        env = cfg.timeouts.to_env(inflight_watchdog=cfg.inflight_watchdog) | cfg.hooks.to_env() | LOCAL_ENGINE_ENV
         common = (str(SGLANG_HOME / "venv" / "bin" / "python"), str(LAUNCHER))
         checksum = ("--disaggregation-enable-kv-checksum",) if cfg.kv_checksum else ()
         model = (

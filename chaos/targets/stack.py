@@ -18,7 +18,17 @@ from chaos.errors import ConfigError
 from chaos.system.ports import LOOPBACK, STACK_PORTS, PortPlan  # the layout's public names, here too
 from chaos.system.wait import STATE_CHANGE_S
 
-__all__ = ["LOADS_PATH", "LOOPBACK", "PROXIES", "STACK_PORTS", "PortPlan", "StackConfig", "StackInfo", "Timeouts"]
+__all__ = [
+    "LOADS_PATH",
+    "LOOPBACK",
+    "PROXIES",
+    "STACK_PORTS",
+    "FailureHooks",
+    "PortPlan",
+    "StackConfig",
+    "StackInfo",
+    "Timeouts",
+]
 
 # name -> (what it connects); the four links the suites break
 PROXIES = ("client_router", "bootstrap", "control", "kv")
@@ -104,6 +114,40 @@ class Timeouts:
         return heartbeat_detect_s(self.heartbeat_interval_s, self.heartbeat_max_failure)
 
 
+@dataclass(frozen=True)
+class FailureHooks:
+    """SGLang 0.5.23's own failure injection (``srt/environ.py``), set in both engines'
+    environment at their start. SGLang reads them at every use, so they hold for the engines'
+    whole life: a stack with them on is a stack of its own. pdsim reads the same variables.
+
+    ``poll_failure_prob``: the chance that one poll of a room, in any PD queue of either engine
+    (prefill's bootstrap, waiting and inflight queues; decode's prealloc and transfer queues),
+    reads Failed (``disaggregation/utils.py``, ``_poll_with_failure_injection``). Each room is
+    polled at every scheduler step it waits, so the share of requests it fails grows with how
+    long they wait. ``kv_checksum_mismatch_prob``: the chance that decode's check of a request's
+    KV checksum fails (``decode.py``, ``_verify_kv_checksums``); it needs the KV checksum on."""
+
+    poll_failure_prob: float = 0.0
+    kv_checksum_mismatch_prob: float = 0.0
+
+    ENV: ClassVar[dict[str, str]] = {
+        "poll_failure_prob": "SGLANG_TEST_DISAGG_FAILURE_PROB",
+        "kv_checksum_mismatch_prob": "SGLANG_TEST_DISAGG_KV_CHECKSUM_MISMATCH_PROB",
+    }
+
+    def __post_init__(self) -> None:
+        for attr in self.ENV:
+            if not 0.0 <= getattr(self, attr) <= 1.0:
+                raise ConfigError(f"{attr}={getattr(self, attr)!r} is not a probability")
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, attr) for attr in self.ENV)
+
+    def to_env(self) -> dict[str, str]:
+        """The variables of the hooks that are on (an unset one is SGLang's 0.0)."""
+        return {var: str(float(getattr(self, attr))) for attr, var in self.ENV.items() if getattr(self, attr)}
+
+
 # A heartbeat's GET to prefill's bootstrap server times out after (2, 3) s, connect and read
 # (SGLang 0.5.23 ``common/conn.py``, ``heartbeat_checker``; pdsim's too)
 HEARTBEAT_READ_S = 3.0
@@ -150,6 +194,8 @@ class StackConfig:
     # the KV checksum (SGLang's --disaggregation-enable-kv-checksum, on both engines): prefill
     # digests each request's KV, decode verifies it and fails the request on a mismatch
     kv_checksum: bool = False
+    # SGLang's test hooks, failing rooms at random from the engines' start (off: all 0)
+    hooks: FailureHooks = field(default_factory=FailureHooks)
     startup_timeout_s: float = 30.0
     slack_s: float = 1.5  # how late a watchdog may fire on this 2-core machine
     forward_s: float = 2.0  # longest prefill forward of the suites' prompts
@@ -160,7 +206,7 @@ class StackConfig:
     state_change_s: float = STATE_CHANGE_S
     # the warm-up requests' prompt lengths, in words: one short one, and on engines that compile
     # kernels on first use (GPUs) also the suites' longest, so those compiles happen before
-    # the PD timeouts (seconds) meet them
+    # the PD timeouts (seconds) meet them; none for a stack whose hooks fail every request
     warm_up_words: tuple[int, ...] = (2,)
     model: str = "pdsim/deterministic-1"  # the served model name clients must send
     # Whether prefill frees rooms pinned in its inflight queue after inflight_s: pdsim models
@@ -244,6 +290,7 @@ class StackInfo:
                 "router_queue_timeout_s": cfg.router_queue_timeout_s,
                 "decode_radix_cache": cfg.decode_radix_cache,
                 "kv_checksum": cfg.kv_checksum,
+                "hooks": asdict(cfg.hooks),
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
                 "kv_bytes_per_token": cfg.kv_bytes_per_token,

@@ -159,9 +159,14 @@ def test_xdist_is_refused_on_a_gpu_target_and_says_why():
 
 def test_with_two_gpus_modules_with_their_own_stack_run_before_the_sessions():
     """Two GPUs hold one stack: the modules that start their own (a small engine, decode's
-    radix cache, the KV checksum on) run first, so the session's stack, which lasts to the
+    radix cache, the KV checksum on, SGLang's failure hooks) run first, so the session's stack, which lasts to the
     end, starts after them; with four, the suites keep their file order."""
-    own = {"suites/test_overload.py", "suites/test_decode_radix_cache.py", "suites/test_kv_corruption.py"}
+    own = {
+        "suites/test_overload.py",
+        "suites/test_decode_radix_cache.py",
+        "suites/test_kv_corruption.py",
+        "suites/test_engine_hooks.py",
+    }
     two = _collected("0,1")
     firsts = list(dict.fromkeys(two))[: len(own)]
     assert set(firsts) == own, firsts
