@@ -72,11 +72,6 @@ class Capability(enum.Enum):
     # shaping for the block. The tiny model on real SGLang moves its KV in milliseconds: left
     # alone, the trigger never sees the room (measured: 30 s of samples, never above 0).
     TRANSFER_WINDOW = "transfer_window"
-    # decode holds a request waiting for its KV for hundreds of ms by the engine's own costs,
-    # with no fault on any link: pdsim's forward and KV costs. A real engine needs the kv
-    # link's crawl (``transfer_window``) for that, and the crawl strikes prefill as well, so
-    # a scenario that must strike decode alone while it waits needs this instead.
-    SLOW_TRANSFERS = "slow_transfers"
     # decode frees the KV of a request whose transfer failed at once: pdsim. SGLang 0.5.23
     # defers it until prefill acks that it stopped writing, or its deferred-release timeout
     # (30 s by default); after a transfer a reset kv link failed, no ack comes
