@@ -24,6 +24,7 @@ from typing import Collection
 import pytest
 
 from chaos import verdicts as v
+from chaos.clients.workloads import OVER_ANY_CONTEXT
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, nothing_at_stake, passed
 from chaos.judge.ops import completed, label, naming, none_completed
@@ -42,7 +43,6 @@ PLAIN = 6  # plain requests decode holds when it aborts them
 # target (as suites/test_engine_abort.py), and the replies are long enough that those whose KV
 # has come are still being generated
 LONG_PROMPT = 3000
-OVER_ANY_CONTEXT = 70_000  # words: above the context of every model the targets serve (32k tokens at most)
 BAD_REQUESTS = 12  # above smg's default breaker threshold
 
 

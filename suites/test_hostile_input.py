@@ -25,6 +25,7 @@ import pytest
 
 from chaos import verdicts as v
 from chaos.clients.client import Deadlines
+from chaos.clients.workloads import OVER_ANY_CONTEXT
 from chaos.observe.canary import DIALS, Canary
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.observe.records import Phase
@@ -34,7 +35,6 @@ pytestmark = [pytest.mark.fault("client")]
 
 SERVICES = ("prefill", "decode", "router")
 CONVERSATION = dict(agents=2, rounds=2, words_per_round=40, max_tokens=16)
-OVER_ANY_CONTEXT = 70_000  # words: above the context of every model the targets serve
 ROOM = 4242  # the bootstrap room the hostile clients choose, twice at once
 
 

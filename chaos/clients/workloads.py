@@ -24,7 +24,12 @@ from chaos.observe.history import History
 from chaos.observe.records import Complete, Outcome, Phase
 from chaos.system.limits import waiting
 
-__all__ = ["Background", "Conversation", "InFlight", "Workload", "stop_string_in"]
+__all__ = ["OVER_ANY_CONTEXT", "Background", "Conversation", "InFlight", "Workload", "stop_string_in"]
+
+# words of "word ": a prompt above the context of every model the targets serve (pdsim's 32,768
+# tokens, the tiny model's 16,384, the GPU models' 32k at most), which every engine must refuse
+# as the client's error
+OVER_ANY_CONTEXT = 70_000
 
 WORDS = [
     "river",
