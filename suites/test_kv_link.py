@@ -4,7 +4,8 @@ Bug classes: decode receivers stuck in Transferring that never time out (sglang 
 #31800); a prefill-side failure not told to decode, which then holds its slot until its
 own timeout (PR #28651); streams that end with no error event when the server gives up.
 Fault model: latency and bandwidth (slow), a blackhole and a crawl that lets the transfer
-start but never finish (stuck), and the kv link down. The kv link is Toxiproxy's in pdsim
+start but never finish (stuck), the kv link down, and (on packet links) packets sent twice
+and out of order. The kv link is Toxiproxy's in pdsim
 and packet rules in the stack's own namespace on sglang-cpu; with RDMA transfers it cannot
 be reached and these tests skip. Corrupted KV: test_kv_corruption.py.
 """
@@ -54,6 +55,29 @@ def test_slow_kv_link_is_not_stuck(scenario, workload, faults, bounds):
         workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds)).run()
     # half the delay: the transfer overlaps with what the request waits for besides it
     scenario.require(v.requests_slowed(by_s=delay_ms / 2000, why="each request's KV crossed the delayed link"))
+
+
+@pytest.mark.needs("link_duplicate")
+def test_duplicated_reordered_kv_packets_change_nothing(scenario, workload, faults, bounds):
+    """Packets of the KV sent twice and out of order must change nothing a client sees:
+    decode's TCP drops the copies and puts the rest back in order, so every request is served
+    as the fault-free baseline was and no transfer fails. A fifth of the packets go twice,
+    and each packet and copy is held 2 ± 2 ms, so back-to-back packets cross."""
+    scenario.baseline(agents=3, rounds=1, **LONG)
+    scenario.judge(
+        v.outcomes_in(set()),
+        *(
+            v.counter_never_rises(Metric(engine, "num_transfer_failed_reqs_total"), why="copies are not failures")
+            for engine in ("decode", "prefill")
+        ),
+        v.replies_match_baseline(),
+    )
+    with faults.duplicate("kv", 0.2, delay_ms=2, jitter_ms=2):
+        workload.conversations(agents=3, rounds=1, **LONG, deadlines=_deadlines(bounds)).run()
+    scenario.require(
+        v.fault_did("echoed", why="copies of the KV's packets came back through the rule on their way to decode"),
+        v.fault_did("reordered", why="packets of the KV crossed on their way"),
+    )
 
 
 # SGLang 0.5.23's two pages of counts disagree while decode holds the rooms: what this

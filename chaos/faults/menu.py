@@ -21,7 +21,7 @@ from chaos.faults.hooks import EngineHooks
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
-from chaos.faults.queued import PacketCorrupt, PacketDelay, Queued
+from chaos.faults.queued import PacketCorrupt, PacketDelay, PacketDuplicate, Queued
 from chaos.faults.runner import DEFAULT_TRIGGER_DEADLINE_S, FaultBlock, FaultRunner
 from chaos.observe.triggers import Condition
 from chaos.targets.base import Capability
@@ -176,6 +176,17 @@ class Faults(FaultRunner):
             kw.pop("stream", None)
             return self.apply(SenderCorrupt(self.target, prob), **kw)  # pdsim's sender: no proxy rewrites bytes
         return self._queued(link, "corrupting", lambda t: PacketCorrupt(t, link, prob, min_payload=min_payload), **kw)
+
+    def duplicate(self, link: str, prob: float, *, delay_ms: int = 0, jitter_ms: int = 0, **kw: Any) -> FaultBlock:
+        """At ``prob``, each packet on the link sent twice, every packet and copy held
+        ``delay_ms`` ± ``jitter_ms`` (suites that do it need ``link_duplicate``): the queue
+        handler on a packet link; a proxied link carries a byte stream, with no packets to copy."""
+        return self._queued(
+            link,
+            "duplication",
+            lambda t: PacketDuplicate(t, link, prob, delay_ms=delay_ms, jitter_ms=jitter_ms),
+            **kw,
+        )
 
     def bandwidth(self, link: str, rate_kb_s: int, **kw: Any) -> FaultBlock:
         """The link slowed to ``rate_kb_s`` KB/s (a crawl: an htb class on packet links)."""

@@ -33,7 +33,7 @@ from chaos.system.procs import ProcSpec, alive, spawn, stop_group
 from chaos.system.wait import STATE_CHANGE_S, wait_until
 from chaos.targets.base import ENGINES
 
-__all__ = ["PacketCorrupt", "PacketDelay", "Queued"]
+__all__ = ["PacketCorrupt", "PacketDelay", "PacketDuplicate", "Queued", "WholePackets"]
 
 _queues = itertools.count(0x40)
 
@@ -171,6 +171,7 @@ class Queued(Fault):
             f"the handler took {figures['packets']} packets ({figures['bytes']} bytes), held "
             f"{figures['held_ms_min']:.0f} to {figures['held_ms_max']:.0f} ms (mean {figures['held_ms_mean']:.0f}), "
             f"reordered {figures['reordered']}, corrupted {figures['corrupted']}, "
+            f"sent {figures.get('duplicated', 0)} copies again ({figures.get('echoed', 0)} seen back), "
             f"released {figures['released_at_stop']} at the heal"
             if figures.get("packets")
             else "the handler took no packet"
@@ -196,28 +197,19 @@ class PacketDelay(Queued):
         return f"delay {self.latency_ms} ms{jitter} on {self.link} (NFQUEUE and the queue handler)"
 
 
-class PacketCorrupt(Queued):
-    """At ``prob``, one byte flipped in the payload of a packet to the link's ports that carries
-    at least ``min_payload`` bytes (data, not acknowledgements), its TCP checksum made right:
-    the receiver reads the flipped byte.
+class WholePackets(Queued):
+    """A queued fault that needs each packet whole (to rewrite it, or to send it again).
 
-    The handler can rewrite only a packet it was handed whole, and NetfilterQueue copies at
-    most about 4 KB of one; on a loopback of MTU 65536 TCP's segments are up to 64 KB. So
-    while the fault is on, the namespace's loopback MTU is ``MTU``, and its segments (every
-    connection's, from its next send) fit the copy; the heal restores the MTU it found."""
+    NetfilterQueue copies at most about 4 KB of a packet; on a loopback of MTU 65536 TCP's
+    segments are up to 64 KB. So while the fault is on, the namespace's loopback MTU is
+    ``MTU``, and its segments (every connection's, from its next send) fit the copy; the heal
+    restores the MTU it found."""
 
-    what = "corrupt"
     MTU = 4000
 
-    def __init__(self, target: PacketLinks, link: str, prob: float, *, min_payload: int = 1024, seed: int = 0) -> None:
-        if not 0 < prob <= 1:
-            raise ValueError(f"a corruption's chance is in (0, 1], not {prob}")
-        self.prob, self.min_payload = prob, min_payload
+    def __init__(self, target: PacketLinks, link: str, handler_args: list[str], *, seed: int = 0) -> None:
         self._mtu: int | None = None
-        super().__init__(target, link, [f"--corrupt-prob={prob}", f"--corrupt-min-payload={min_payload}"], seed=seed)
-
-    def describe(self) -> str:
-        return f"corrupt a byte of {self.prob:.0%} of the data packets on {self.link} (NFQUEUE and the queue handler)"
+        super().__init__(target, link, handler_args, seed=seed)
 
     def _prepare(self, at: PacketLink) -> None:
         self._mtu = at.namespace.mtu()
@@ -226,7 +218,7 @@ class PacketCorrupt(Queued):
     def verify(self) -> str:
         mtu = self.at_namespace().mtu()
         if mtu != self.MTU:
-            raise FaultNotApplied(f"the loopback's MTU is {mtu}, not {self.MTU}: segments too big to rewrite")
+            raise FaultNotApplied(f"the loopback's MTU is {mtu}, not {self.MTU}: segments too big to handle whole")
         return f"{super().verify()}; the loopback's MTU {mtu} (was {self._mtu})"
 
     def heal(self) -> None:
@@ -242,3 +234,46 @@ class PacketCorrupt(Queued):
         if self._mtu is not None and mtu != self._mtu:
             raise FaultNotHealed(f"the loopback's MTU is {mtu}, not the {self._mtu} it was")
         return f"{told}; the loopback's MTU {mtu} again"
+
+
+class PacketCorrupt(WholePackets):
+    """At ``prob``, one byte flipped in the payload of a packet to the link's ports that carries
+    at least ``min_payload`` bytes (data, not acknowledgements), its TCP checksum made right:
+    the receiver reads the flipped byte."""
+
+    what = "corrupt"
+
+    def __init__(self, target: PacketLinks, link: str, prob: float, *, min_payload: int = 1024, seed: int = 0) -> None:
+        if not 0 < prob <= 1:
+            raise ValueError(f"a corruption's chance is in (0, 1], not {prob}")
+        self.prob, self.min_payload = prob, min_payload
+        super().__init__(target, link, [f"--corrupt-prob={prob}", f"--corrupt-min-payload={min_payload}"], seed=seed)
+
+    def describe(self) -> str:
+        return f"corrupt a byte of {self.prob:.0%} of the data packets on {self.link} (NFQUEUE and the queue handler)"
+
+
+class PacketDuplicate(WholePackets):
+    """At ``prob``, a packet to the link's ports sent twice: the copy goes from a raw socket
+    in the namespace when its own hold ends. With ``jitter_ms`` each packet and each copy is
+    held a draw of ``delay_ms`` ± ``jitter_ms``, so copies and packets arrive out of order:
+    the receiver's TCP must drop the copies and put the rest back in order."""
+
+    what = "duplicate"
+
+    def __init__(
+        self, target: PacketLinks, link: str, prob: float, *, delay_ms: int = 0, jitter_ms: int = 0, seed: int = 0
+    ) -> None:
+        if not 0 < prob <= 1 or delay_ms < 0 or jitter_ms < 0:
+            raise ValueError(f"a duplication's chance is in (0, 1] and its delays at least 0, not {prob}")
+        self.prob, self.delay_ms, self.jitter_ms = prob, delay_ms, jitter_ms
+        super().__init__(
+            target,
+            link,
+            [f"--duplicate-prob={prob}", f"--delay-ms={delay_ms}", f"--jitter-ms={jitter_ms}"],
+            seed=seed,
+        )
+
+    def describe(self) -> str:
+        held = f", each held {self.delay_ms} ms ± {self.jitter_ms} ms" if self.delay_ms or self.jitter_ms else ""
+        return f"send {self.prob:.0%} of the packets twice on {self.link}{held} (NFQUEUE and the queue handler)"

@@ -1,6 +1,6 @@
 """The queue handler: a process that takes each packet an NFQUEUE rule hands it, holds it for a
-set delay, may flip a byte of its payload, then lets it go on: latency, jitter and the
-reordering jitter brings, and corruption, on a packet link.
+set delay, may flip a byte of its payload or send it twice, then lets it go on: latency,
+jitter and the reordering jitter brings, corruption and duplication, on a packet link.
 
 Toxiproxy delays a link it sits on; real engines pick their KV and control ports at start,
 so no proxy sits on those links (``chaos.system.netns``). The kernel's netem qdisc would
@@ -13,7 +13,12 @@ netem does: jitter wider than the gap between two packets reorders them. With
 ``--corrupt-prob``, each packet whose TCP payload is at least ``--corrupt-min-payload``
 bytes long has, at that chance, one byte of its payload inverted at a random offset, its
 checksum made right again (``chaos.system.tcp_segment``), so the peer's socket reads the
-flipped byte: what integrity checks above TCP (SGLang's KV checksum) are for.
+flipped byte: what integrity checks above TCP (SGLang's KV checksum) are for. With
+``--duplicate-prob``, each packet handed over whole goes on and, at that chance, a copy of it
+(its checksum made whole) is sent again from a raw socket in the namespace when its own hold
+(a draw of its own) ends, as netem's duplication does: the peer's TCP must drop it. The copy
+comes back through the same rule; the handler knows it by its segment and lets it go on at
+once, counted as echoed, so the figures show that the copies reached the link.
 
 It runs until SIGTERM or SIGINT, then lets every packet it still holds go on at once (a
 heal loses nothing), and it exits by itself once the process that started it is gone (the
@@ -29,21 +34,24 @@ returned, which holding packets needs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import json
 import os
 import random
 import select
 import signal
+import socket
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chaos.system.tcp_segment import flip_payload_byte, ip_length, payload_span, whole
+from chaos.system.tcp_segment import flip_payload_byte, ip_length, payload_span, segment_key, whole, with_checksum
 
-__all__ = ["Corrupt", "Hold", "Stats", "main"]
+__all__ = ["Corrupt", "Duplicate", "Hold", "Stats", "main"]
 
 _TICK_S = 0.25  # how often, at most, the stats file is rewritten and the parent is checked
 
@@ -60,6 +68,8 @@ class Stats:
     held_ms_sum: float = 0.0
     released_at_stop: int = 0  # still held at the stop: released at once, in no other figure
     corrupted: int = 0  # packets with a byte flipped
+    duplicated: int = 0  # copies sent again
+    echoed: int = 0  # copies seen coming back through the rule: they reached the link
     _last_arrival: float = field(default=-1.0, repr=False)
 
     def released(self, size: int, arrived: float, now: float) -> None:
@@ -116,38 +126,102 @@ class Corrupt:
         return flip_payload_byte(packet, self._rng.randrange(end - start))
 
 
+class Duplicate:
+    """Which packets go twice: at ``prob``, a packet handed over whole (a truncated copy could
+    not be sent again); seeded, so a run can be replayed."""
+
+    def __init__(self, prob: float, seed: int) -> None:
+        if not 0 <= prob <= 1:
+            raise ValueError(f"a chance is in [0, 1], not {prob}")
+        self.prob = prob
+        self._rng = random.Random(seed ^ 0xD0D0)
+
+    def __call__(self, packet: bytes) -> bytes | None:
+        """The copy to send again (its TCP checksum made whole), or None."""
+        if self.prob == 0 or not whole(packet) or self._rng.random() >= self.prob:
+            return None
+        return with_checksum(packet)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A packet's copy, held until its own release, then sent from the raw socket."""
+
+    data: bytes
+
+
 class Handler:
     """The packets held now, in the order of their release, and the loop that releases them."""
 
-    def __init__(self, hold: Hold, stats_path: Path | None, corrupt: Corrupt | None = None) -> None:
+    def __init__(
+        self,
+        hold: Hold,
+        stats_path: Path | None,
+        corrupt: Corrupt | None = None,
+        duplicate: Duplicate | None = None,
+    ) -> None:
         self.hold, self.stats, self.stats_path, self.corrupt = hold, Stats(), stats_path, corrupt
+        self.duplicate = duplicate
         self._held: list[tuple[float, int, float, int, Any]] = []  # (release at, seq, arrived, size, packet)
         self._seq = 0
         self._stop = False
+        self._echoes: Counter[bytes] = Counter()  # copies sent, by segment, not yet seen back
+        self._raw: socket.socket | None = None
 
     def take(self, packet: Any) -> None:
-        """NetfilterQueue's callback: rewrite the packet if it is to be corrupted, and hold it
-        (its verdict is given later, with the rewritten bytes)."""
+        """NetfilterQueue's callback: a copy this handler sent goes on at once; any other
+        packet is rewritten if it is to be corrupted, held (its verdict is given later, with
+        the rewritten bytes), and its copy held too if it is to go twice."""
         now = time.monotonic()
         copied = packet.get_payload()
+        if self._echoes and whole(copied) and self._echoes[key := segment_key(copied)] > 0:
+            self._echoes[key] -= 1
+            self._echoes += Counter()  # drop the zero counts
+            packet.accept()
+            self.stats.echoed += 1
+            return
         if self.corrupt is not None and (flipped := self.corrupt(copied)) is not None:
             packet.set_payload(flipped)
             self.stats.corrupted += 1
-        self._seq += 1
+            copied = flipped
         size = ip_length(copied)  # the packet's own length: NetfilterQueue copies at most about 4 KB of it
+        self._hold(now, size, packet)
+        if self.duplicate is not None and (copy := self.duplicate(copied)) is not None:
+            self._hold(now, size, Copy(copy))
+
+    def _hold(self, now: float, size: int, packet: Any) -> None:
+        self._seq += 1
         heapq.heappush(self._held, (self.hold.release_at(now), self._seq, now, size, packet))
+
+    def _send(self, copy: Copy) -> None:
+        """A copy goes out of the raw socket (``IPPROTO_RAW``: its own IP header), to its
+        packet's destination inside the namespace."""
+        if self._raw is None:
+            self._raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        with contextlib.suppress(OSError):  # a copy lost is a duplicate that never came: nothing to count
+            self._raw.sendto(copy.data, (socket.inet_ntoa(copy.data[16:20]), 0))
+            self._echoes[segment_key(copy.data)] += 1
+            self.stats.duplicated += 1
 
     def _release(self, until: float) -> None:
         while self._held and self._held[0][0] <= until:
             _, _, arrived, size, packet = heapq.heappop(self._held)
+            if isinstance(packet, Copy):
+                self._send(packet)
+                continue
             packet.accept()
             self.stats.released(size, arrived, time.monotonic())
 
     def _release_all(self) -> None:
-        """At the stop: every packet still held goes on now, counted apart (its hold was cut short)."""
-        self.stats.released_at_stop = len(self._held)
-        while self._held:
-            heapq.heappop(self._held)[-1].accept()
+        """At the stop: every packet still held goes on now, counted apart (its hold was cut
+        short); a copy not yet sent is never sent."""
+        originals = [entry[-1] for entry in self._held if not isinstance(entry[-1], Copy)]
+        self.stats.released_at_stop = len(originals)
+        self._held.clear()
+        for packet in originals:
+            packet.accept()
+        if self._raw is not None:
+            self._raw.close()
 
     def write_stats(self) -> None:
         if self.stats_path is not None:
@@ -190,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--corrupt-min-payload", type=int, default=1024, help="the TCP payload a packet needs to be corrupted"
     )
+    ap.add_argument("--duplicate-prob", type=float, default=0.0, help="the chance a packet is sent twice")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--stats", type=Path, help="write the figures here as JSON")
     ap.add_argument(
@@ -202,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
 
     parent = args.parent or os.getppid()  # named by the starter: it may be gone already
     corrupt = Corrupt(args.corrupt_prob, args.corrupt_min_payload, args.seed) if args.corrupt_prob else None
-    handler = Handler(Hold(args.delay_ms, args.jitter_ms, args.seed), args.stats, corrupt)
+    duplicate = Duplicate(args.duplicate_prob, args.seed) if args.duplicate_prob else None
+    handler = Handler(Hold(args.delay_ms, args.jitter_ms, args.seed), args.stats, corrupt, duplicate)
     signal.signal(signal.SIGTERM, handler.stop)
     signal.signal(signal.SIGINT, handler.stop)
     queue = NetfilterQueue()
@@ -211,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         handler.write_stats()  # the starter waits for this file before it adds the rule
         print(
             f"queue handler bound: queue {args.queue}, {args.delay_ms:g} ms ± {args.jitter_ms:g} ms, "
-            f"corrupting at {args.corrupt_prob:g}",
+            f"corrupting at {args.corrupt_prob:g}, duplicating at {args.duplicate_prob:g}",
             flush=True,
         )
         handler.run(queue, parent)

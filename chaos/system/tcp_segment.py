@@ -1,5 +1,6 @@
 """One IPv4 TCP segment, as NFQUEUE hands it over: where its payload lies, and the same segment
-with one payload byte flipped and its TCP checksum made right again.
+with one payload byte flipped and its TCP checksum made right again, or as it is with its
+checksum made whole (a copy sent again from a raw socket).
 
 A packet NFQUEUE rewrites is delivered with its checksum checked in full (the kernel drops
 the checksum offload state of a mangled packet), so a rewritten byte under the old checksum
@@ -16,7 +17,7 @@ from __future__ import annotations
 import struct
 from array import array
 
-__all__ = ["flip_payload_byte", "ip_length", "payload_span", "tcp_checksum_ok", "whole"]
+__all__ = ["flip_payload_byte", "ip_length", "payload_span", "segment_key", "tcp_checksum_ok", "whole", "with_checksum"]
 
 _TCP = 6
 
@@ -78,6 +79,21 @@ def flip_payload_byte(packet: bytes, offset: int) -> bytes:
         raise ValueError(f"offset {offset} outside a payload of {end - start} bytes")
     out = bytearray(packet)
     out[start + offset] ^= 0xFF
+    return with_checksum(out)
+
+
+def with_checksum(packet: bytes | bytearray) -> bytes:
+    """``packet`` with its TCP checksum computed in full. A packet NFQUEUE hands over on a
+    loopback may carry only the partial sum checksum offload leaves for the device; a copy of
+    it sent from a raw socket has no offload left to finish it, and would be dropped."""
+    out = bytearray(packet)
     ihl = (out[0] & 0x0F) * 4
     out[ihl + 16 : ihl + 18] = _tcp_checksum(out)
     return bytes(out)
+
+
+def segment_key(packet: bytes) -> bytes:
+    """What tells one TCP segment from another: its addresses and the segment itself, not the
+    IP header's identification and checksum, which the kernel may fill in on a raw send."""
+    ihl = (packet[0] & 0x0F) * 4
+    return bytes(packet[12:20]) + bytes(packet[ihl : ip_length(packet)])

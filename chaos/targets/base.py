@@ -47,6 +47,10 @@ class Capability(enum.Enum):
     # bytes flipped on an engine link with the TCP checksums made right, so that the receiver
     # reads them: the queue handler on a packet link (no proxy can; Toxiproxy has no such toxic)
     LINK_CORRUPT = "link_corrupt"
+    # packets on an engine link sent twice, the copies reordered with the rest: the queue
+    # handler on a packet link. Not on a proxied link: a proxy's TCP ends at the proxy, and a
+    # byte stream has no packets to send twice (Toxiproxy has no such toxic)
+    LINK_DUPLICATE = "link_duplicate"
     # decode verifies the KV it receives and fails a request whose KV arrived corrupted:
     # SGLang with --disaggregation-enable-kv-checksum (off by default in 0.5.23; the
     # sglang-cpu stack's kv_checksum). Without it, decode generates from whatever KV came

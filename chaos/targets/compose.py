@@ -54,7 +54,7 @@ class Variant(NamedTuple):
 
 
 VARIANTS: dict[str, Variant] = {
-    "compose": Variant(("cpu.yaml",), frozenset(Capability) - {Capability.KV_VERIFIED}),
+    "compose": Variant(("cpu.yaml",), frozenset(Capability) - {Capability.KV_VERIFIED, Capability.LINK_DUPLICATE}),
     "compose-sglang-cpu": Variant(
         ("sglang-cpu.yaml",), REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS
     ),

@@ -45,8 +45,9 @@ class EmbeddedStack:
     KIND = "embedded"
     LINKS: tuple[str, ...] = PROXIES
     START_ORDER: tuple[str, ...] = ("toxiproxy", "prefill", "decode", "router")
-    # kv_verified only where the stack's engines check their KV (kv_checksum)
-    capabilities = frozenset(Capability) - {Capability.KV_VERIFIED}
+    # kv_verified only where the stack's engines check their KV (kv_checksum); no packets to
+    # send twice on Toxiproxy's links
+    capabilities = frozenset(Capability) - {Capability.KV_VERIFIED, Capability.LINK_DUPLICATE}
 
     def __init__(self, info: StackInfo) -> None:
         self.info = info

@@ -93,7 +93,7 @@ PACKET_LINKS = (
 )  # what real engines in a namespace of the stack's own lose by packet rules
 PACKET_CAPABILITIES = frozenset(
     {Capability.KV_LINK, Capability.CONTROL_LINK, Capability.TRANSFER_WINDOW}
-    | ({Capability.LINK_DELAY, Capability.LINK_CORRUPT} if nfqueue_available() else set())
+    | ({Capability.LINK_DELAY, Capability.LINK_CORRUPT, Capability.LINK_DUPLICATE} if nfqueue_available() else set())
     if _NETNS
     else set()
 )

@@ -17,7 +17,7 @@ import pytest
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.packet import PacketFault, PacketLink
-from chaos.faults.queued import PacketCorrupt, PacketDelay
+from chaos.faults.queued import PacketCorrupt, PacketDelay, PacketDuplicate
 from chaos.system.netns import Namespace, nfqueue_available
 from chaos.system.ports import PortAllocator
 from chaos.system.procs import ProcSpec, alive, run, spawn, stop_group
@@ -348,3 +348,37 @@ def test_corruption_reaches_the_receiver_as_flipped_bytes(stage):
     assert len(flipped) == figures["corrupted"], (len(flipped), figures)  # one byte a corrupted packet
     assert "corrupted" in fault.verify_healed()
     assert _echo(stage.port, sent[:5000]) == "ok"  # healed: intact again
+
+
+def _dsacks_sent(ns: Namespace) -> int:
+    """The namespace's count of D-SACKs sent: each a segment its TCP received twice
+    (``TcpExt: TCPDSACKOldSent`` in /proc/net/netstat, read inside the namespace)."""
+    lines = [ln.split() for ln in ns.run("cat", "/proc/net/netstat").splitlines() if ln.startswith("TcpExt:")]
+    names, values = lines[0], lines[1]
+    return int(values[names.index("TCPDSACKOldSent")])
+
+
+@needs_nfqueue
+def test_duplicated_packets_reach_the_receiver_which_drops_them(stage):
+    """Every packet to the server sent twice, each held 2 ± 2 ms: the copies come back through
+    the rule (echoed), the server's TCP receives them and says so (D-SACKs), and the stream
+    comes back whole and in order."""
+    sent = bytes(i % 251 for i in range(300_000))
+    before = _dsacks_sent(stage.ns)
+    fault = PacketDuplicate(stage, "echo", 1.0, delay_ms=2, jitter_ms=2, seed=3)
+    fault.inject()
+    try:
+        assert "NFQUEUE" in fault.verify()
+        with socket.create_connection(("127.0.0.1", stage.port), timeout=10) as c:
+            c.sendall(sent)
+            got = b""
+            while len(got) < len(sent) and (chunk := c.recv(65536)):
+                got += chunk
+    finally:
+        fault.heal()
+    figures = fault.figures
+    assert got == sent
+    assert figures["duplicated"] >= 50 and figures["echoed"] >= 50, figures
+    assert _dsacks_sent(stage.ns) > before, "the server's TCP never received a packet twice"
+    assert "copies again" in fault.verify_healed()
+    assert _echo(stage.port, sent[:5000]) == "ok"

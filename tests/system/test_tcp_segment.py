@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from chaos.system.tcp_segment import flip_payload_byte, payload_span, tcp_checksum_ok
+from chaos.system.tcp_segment import flip_payload_byte, payload_span, segment_key, tcp_checksum_ok, with_checksum
 
 
 def _rfc1071(data: bytes) -> int:
@@ -56,3 +56,20 @@ def test_an_offset_outside_the_payload_or_a_packet_not_tcp_is_refused():
     udp[9] = 17
     with pytest.raises(ValueError, match="not an IPv4 TCP"):
         payload_span(bytes(udp))
+
+
+def test_a_partial_checksum_is_made_whole():
+    """A loopback packet's checksum offload leaves a partial sum; a copy sent again from a raw
+    socket needs the whole one, computed as RFC 1071 does."""
+    packet = _packet(b"a segment sent twice")
+    ihl = 20
+    partial = packet[: ihl + 16] + b"\x12\x34" + packet[ihl + 18 :]
+    assert not tcp_checksum_ok(partial)
+    assert with_checksum(partial) == packet
+
+
+def test_a_segment_is_known_by_its_addresses_and_bytes_not_its_ip_id():
+    packet = _packet(b"the same segment")
+    renumbered = packet[:4] + b"\x00\x07" + packet[6:10] + b"\xab\xcd" + packet[12:]  # another IP id and checksum
+    assert segment_key(renumbered) == segment_key(packet)
+    assert segment_key(_packet(b"another segment")) != segment_key(packet)
