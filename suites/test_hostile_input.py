@@ -19,16 +19,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 import pytest
 
 from chaos import verdicts as v
 from chaos.clients.client import Deadlines
-from chaos.clients.workloads import OVER_ANY_CONTEXT
+from chaos.clients.workloads import OVER_ANY_CONTEXT, InFlight, Workload
+from chaos.judge.declare import verdict
+from chaos.judge.model import Finding, failed, passed, unknown
+from chaos.judge.ops import completed, label
 from chaos.observe.canary import DIALS, Canary
-from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
-from chaos.observe.records import Phase
+from chaos.observe.history import History
+from chaos.observe.pipeline import ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
+from chaos.observe.records import Complete, Outcome, Phase
 from chaos.run.skips import SkipKind, skip
 
 pytestmark = [pytest.mark.fault("client")]
@@ -152,3 +157,140 @@ def test_unfinished_bodies_are_refused_in_time(scenario, workload, faults, bound
         )
         others.join()
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
+
+
+DECODE_DIALS_WHAT_IT_IS_TOLD = (
+    "an engine a client reaches directly takes the PD fields as they come: decode dials the bootstrap_host and "
+    "bootstrap_port a request names for its KV handshake (the protocol: only a router in front sets them), so a "
+    "client that reaches decode makes it connect to any address it chooses. Evidence: counter_never_rises counts "
+    "decode's dials to the rig's canary (SGLang 0.5.23 and pdsim alike, 2026-12-07)"
+)
+DUPLICATE_ROOM_MIXES_KV = (
+    "two requests that share a bootstrap room, each sent to prefill and decode at once (a client playing the "
+    "router; sglang#40125), race for the room: decode may serve one of them a reply generated from KV that is "
+    "not its own, with a 200. Mooncake's TCP transport keys a transfer by its room alone; 0.5.23 refuses a "
+    "duplicate room only under deferred bootstrap or deferred decode allocation (common/conn.py), neither on by "
+    "default. Evidence: decode_legs_own_replies names the leg served wrong (sglang-cpu, 2026-12-07: 2 of 3 "
+    "runs, its reply diverging after prefill's first token; pdsim alike, its prefill sending the room's KV to "
+    "the decode that registered last)"
+)
+DUPLICATE_ROOM_HANGS = (
+    "in the same race, the other request's decode leg may never be answered: no waiting timeout releases it "
+    "(its room reads as transferred), and only the client's deadline ends it. Evidence: failed_requests_are_clean "
+    "names a client_timeout (sglang-cpu, 2026-12-07: 2 of 3 runs, the 30 s total deadline; the other run failed "
+    "it cleanly at the 6 s waiting timeout)"
+)
+PAIRS = 2  # pairs that choose the same bootstrap room, sent at once
+DIRECT = {"max_new_tokens": 16, "temperature": 0, "ignore_eos": True}
+
+
+def _generate(text: str) -> dict[str, Any]:
+    return {"text": text, "sampling_params": DIRECT}
+
+
+@verdict(lambda **_: "decode_legs_own_replies")
+def decode_legs_own_replies(h: History) -> Finding:
+    """Every decode leg a client sent straight to decode that succeeded replied as the same
+    prompt did through the router, fault-free: its own reply, never another pair's (two
+    requests sharing a bootstrap room must not swap or mix their KV). Prefill's legs answer
+    with no reply of their own and are not compared. At stake: the decode legs served."""
+    base = {o.invoke.context: o.complete.reply for o in completed(h, Phase.BASELINE) if o.outcome is Outcome.OK}
+    legs = [
+        o
+        for o in completed(h, Phase.FAULT)
+        if o.invoke.workload.startswith("decode-leg") and o.outcome is Outcome.OK and o.invoke.context in base
+    ]
+    if not legs:
+        return unknown("no decode leg was served with a baseline to hold it to")
+    wrong = [o for o in legs if o.complete.reply != base[o.invoke.context]]
+    if wrong:
+        return failed(
+            f"{len(wrong)} of {len(legs)} decode legs replied other than their prompt's baseline: "
+            + "; ".join(f"{label(o)} {o.complete.reply[:40]!r}" for o in wrong[:3]),
+            ops=[o.invoke.op for o in wrong],
+            wrong=len(wrong),
+            of=len(legs),
+        )
+    return passed(f"{len(legs)} decode legs served their own replies", stake=len(legs), of=len(legs))
+
+
+def _pd_pairs(workload: Workload, engines: dict[str, str], pairs: list[dict[str, Any]], d: Deadlines) -> InFlight:
+    """Each body to prefill and decode at once, as a router sends a request's two legs (the
+    body carries the PD fields the client chose); decode's legs are the ``decode-leg``
+    workload, prefill's the ``prefill-leg``."""
+    sends: list[Callable[[], Complete]] = [
+        partial(
+            workload.at(engines[leg]).request, "/generate", body, phase=Phase.FAULT, deadlines=d, workload=f"{leg}-leg"
+        )
+        for body in pairs
+        for leg in ("prefill", "decode")
+    ]
+    return InFlight.start(sends, d, name="pd-pairs")
+
+
+@pytest.mark.known_issue(
+    "counter_never_rises",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=DECODE_DIALS_WHAT_IT_IS_TOLD,
+    evidence={"rises": {"between": [1, 100]}},
+)
+@pytest.mark.known_issue(
+    "decode_legs_own_replies",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=DUPLICATE_ROOM_MIXES_KV,
+    evidence={"wrong": {"between": [1, PAIRS]}},
+    strict=False,
+)
+@pytest.mark.known_issue(
+    "failed_requests_are_clean",
+    component="SGLang",
+    version="0.5.23",
+    behaviour=DUPLICATE_ROOM_HANGS,
+    evidence={"outcomes": ["client_timeout"]},
+    strict=False,
+)
+def test_pd_fields_sent_straight_to_the_engines(scenario, workload, bounds, faults, canary):
+    """Where a deployment lets clients reach the engines, a client can play the router: one
+    body to prefill and decode at once, with PD fields of its own. Two pairs that choose the
+    same bootstrap room, sent at once (sglang#40125 crashed both schedulers of 0.5.17 over
+    TCP): each decode leg replies as its prompt did through the router, or fails cleanly; no
+    engine restarts; nothing is held once it is over. A pair whose fields name the rig's
+    canary as its bootstrap server: whether decode dials it (an engine exposed to clients
+    connects wherever a request says: a strict known issue, the protocol's own). And a pair
+    with a room of its own, as smg would send it: served with its own reply."""
+    engines = {leg: scenario.target.info.endpoints.get(leg) for leg in ("prefill", "decode")}
+    bootstrap = scenario.target.info.proxies.get("bootstrap", {}).get("listen", "")
+    if not all(engines.values()) or not bootstrap:
+        skip(SkipKind.TARGET, "the stack names no engine endpoints or no bootstrap address for a client to use")
+    host, _, port = bootstrap.rpartition(":")
+    d = bounds.past_timeout(bounds.waiting_s, slacks=2)
+    scenario.watch_processes(*SERVICES)
+    scenario.judge(
+        v.every_request_terminal(within_s=d.ends_within_s),
+        v.failed_requests_are_clean(phase=Phase.FAULT),
+        decode_legs_own_replies(),
+        v.stayed_up(SERVICES),
+        v.counter_never_rises(DIALS, why="no request reaches an address its client chose"),
+    )
+    prompts = [f"pair {i} asks its own question about {w}" for i, w in enumerate(("rivers", "lanterns", "orchards"))]
+    for text in prompts:  # each prompt's reply through the router, fault-free
+        workload.request("/generate", _generate(text), phase=Phase.BASELINE, deadlines=d)
+    *shared, alone = prompts
+    fields = {"bootstrap_host": host, "bootstrap_port": int(port)}
+    # a pair with a room of its own: a client playing the router as smg does is served
+    control = {**_generate(alone), **fields, "bootstrap_room": ROOM + 2}
+    same_room = [{**_generate(t), **fields, "bootstrap_room": ROOM} for t in shared]
+    chosen_host, chosen_port = canary.address
+    elsewhere = {
+        **_generate("which bootstrap is mine"),
+        "bootstrap_host": chosen_host,
+        "bootstrap_port": chosen_port,
+        "bootstrap_room": ROOM + 1,
+    }
+    with faults.by_clients(
+        f"{PAIRS} pairs sharing bootstrap room {ROOM}; one naming the canary; one of its own, straight to the engines"
+    ):
+        _pd_pairs(workload, engines, [*same_room, elsewhere, control], d).join()
+    scenario.settle(ENGINE_QUEUES + KV_IN_USE + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -92,10 +92,17 @@ def asked_of(body: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+# what a request says that does not decide its reply: how it is sent back, and the PD fields
+# a router sets (or a client playing one) to pair its legs
+_NOT_CONTEXT = frozenset({"stream", "bootstrap_host", "bootstrap_port", "bootstrap_room"})
+
+
 def context_of(request: dict[str, Any]) -> str:
     """A digest of everything a request says that decides its reply: equal contexts must
-    get equal replies (``replies_match_baseline``)."""
-    return hashlib.blake2b(json.dumps(request, sort_keys=True).encode(), digest_size=8).hexdigest()
+    get equal replies (``replies_match_baseline``), whether sent through the router or to
+    the engines with PD fields of the client's choosing."""
+    decides = {k: v for k, v in request.items() if k not in _NOT_CONTEXT}
+    return hashlib.blake2b(json.dumps(decides, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
 @contextmanager
@@ -277,7 +284,7 @@ class Client:
         client's own decision, not a failure."""
         op = f"op{next(self._ids)}"
         stream = bool(body.get("stream"))
-        context = context_of({k: v for k, v in body.items() if k != "stream"})
+        context = context_of(body)
         self.history.append(
             Invoke(
                 self.history.now(),

@@ -12,7 +12,7 @@ import itertools
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Iterator
 
@@ -214,6 +214,13 @@ class Workload:
 
     def _name(self, shape: str) -> str:
         return f"{shape}#{next(self._ids)}"
+
+    def at(self, base_url: str) -> "Workload":
+        """This workload's requests sent to another URL (an engine's own, where a deployment
+        lets clients reach it), into the same history and numbered with this one's."""
+        other = replace(self, base_url=base_url)
+        other._ids = self._ids
+        return other
 
     def conversations(self, *, agents: int, rounds: int, deadlines: Deadlines | None = None, **kw: Any) -> Conversation:
         return Conversation(self, agents, rounds, deadlines or self.deadlines, name=self._name("conversations"), **kw)

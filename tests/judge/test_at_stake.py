@@ -24,6 +24,7 @@ from chaos.observe.records import Chunk, Complete, Invoke, LogEvent, Outcome, Ph
 from chaos.observe.sampler import HEALTH
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish
+from suites.test_hostile_input import decode_legs_own_replies
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import refused_within, served_or_refused
 from suites.test_proxy_wedge import stuck_before_router
@@ -77,6 +78,7 @@ ROWS: dict[str, Callable[[], v.Check]] = {
     "amplification_at_most": lambda: amplification_at_most(5, phase=Phase.AFTER),
     "conversations_finish": lambda: conversations_finish(2, phase=Phase.AFTER),
     "replies_end_where_asked": lambda: replies_end_where_asked([Ending("a", "f", "o", "x")], phase=Phase.AFTER),
+    "decode_legs_own_replies": lambda: decode_legs_own_replies(),
 }
 
 # What every successful request puts at stake: the verdicts that judge those requests, or
@@ -146,7 +148,7 @@ def test_every_verdict_has_a_row():
     assert len(public) >= 20, public  # the declared verdicts were found at all
     suites_own = {"stuck_before_router", "stream_gaps_at_most", "does_not_grow", "statuses_in"}
     suites_own |= {"served_or_refused", "refused_within", "amplification_at_most", "conversations_finish"}
-    suites_own |= {"replies_end_where_asked"}
+    suites_own |= {"replies_end_where_asked", "decode_legs_own_replies"}
     rows = {name.split("(")[0] for name in ROWS}
     assert public <= rows, public - rows
     suites_declared = {name for name, module in verdicts.items() if module.startswith("suites.")}

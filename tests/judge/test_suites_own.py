@@ -11,6 +11,7 @@ from chaos.observe.pipeline import Metric
 from chaos.observe.records import Chunk, Complete, Invoke, LogEvent, Outcome, Phase
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish, prefix_reused
+from suites.test_hostile_input import decode_legs_own_replies
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import gauge_reached, queued_for, refused_within, served_or_refused
 from suites.test_proxy_wedge import stuck_before_router
@@ -184,3 +185,27 @@ def test_replies_end_where_asked_without_references_is_unknown():
     h = History()
     _ending(h, "stop-o", "S1", Phase.FAULT, " ", 1, "stop")
     assert status(replies_end_where_asked(ENDINGS), h) is v.Status.UNKNOWN
+
+
+def _legs(second_reply: str) -> History:
+    """Two prompts' replies through the router (baseline), then each sent straight to the
+    engines: prefill's legs answer one token, decode's the reply."""
+    h = History()
+    for i, (ctx, reply) in enumerate((("A", " oak elm"), ("B", " fir ash"))):
+        h.append(Invoke(0.1 * i, 0.0, f"base{i}", "/generate", False, context=ctx, phase=Phase.BASELINE))
+        h.append(Complete(0.1 * i + 0.05, 0.0, f"base{i}", Outcome.OK, 200, reply=reply))
+    for i, (ctx, reply) in enumerate((("A", " oak elm"), ("B", second_reply))):
+        for leg, said in (("prefill", reply[:4]), ("decode", reply)):
+            op_id = f"{leg}{i}"
+            h.append(Invoke(1.0, 0.0, op_id, "/generate", False, context=ctx, phase=Phase.FAULT, workload=f"{leg}-leg"))
+            h.append(Complete(1.5, 0.0, op_id, Outcome.OK, 200, reply=said))
+    return h
+
+
+def test_decode_legs_own_replies():
+    check = decode_legs_own_replies()
+    own = check(_legs(" fir ash"))
+    assert own.status is v.Status.PASS and own.evidence.values["of"] == 2  # prefill's one-token legs not compared
+    mixed = check(_legs(" oak elm"))  # the second pair served the first's reply
+    assert mixed.status is v.Status.FAIL and mixed.evidence.values["wrong"] == 1
+    assert status(check, History()) is v.Status.UNKNOWN
