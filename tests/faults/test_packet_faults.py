@@ -324,6 +324,21 @@ def test_the_queue_handler_goes_when_its_starter_dies(stage, tmp_path):
     wait_until(lambda: not any(alive(int(pid)) for pid in found), timeout_s=5, what="the queue handler gone")
 
 
+def _echoed_through(fault: Any, port: int, sent: bytes) -> bytes:
+    """``sent`` to the echo server and back with ``fault`` on (injected, verified, healed)."""
+    fault.inject()
+    try:
+        assert "NFQUEUE" in fault.verify()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
+            c.sendall(sent)
+            got = b""
+            while len(got) < len(sent) and (chunk := c.recv(65536)):
+                got += chunk
+    finally:
+        fault.heal()
+    return got
+
+
 @needs_nfqueue
 def test_corruption_reaches_the_receiver_as_flipped_bytes(stage):
     """Every data packet to the server gets one byte flipped, under a checksum made right: the
@@ -331,16 +346,7 @@ def test_corruption_reaches_the_receiver_as_flipped_bytes(stage):
     and TCP would retransmit it into the same fault until the echo timed out)."""
     sent = bytes(i % 251 for i in range(300_000))
     fault = PacketCorrupt(stage, "echo", 1.0, min_payload=1024)
-    fault.inject()
-    try:
-        assert "NFQUEUE" in fault.verify()
-        with socket.create_connection(("127.0.0.1", stage.port), timeout=10) as c:
-            c.sendall(sent)
-            got = b""
-            while len(got) < len(sent) and (chunk := c.recv(65536)):
-                got += chunk
-    finally:
-        fault.heal()
+    got = _echoed_through(fault, stage.port, sent)
     flipped = [i for i in range(len(sent)) if got[i] != sent[i]]
     figures = fault.figures
     assert len(got) == len(sent) and flipped, "the stream came back whole: nothing was corrupted"
@@ -366,16 +372,7 @@ def test_duplicated_packets_reach_the_receiver_which_drops_them(stage):
     sent = bytes(i % 251 for i in range(300_000))
     before = _dsacks_sent(stage.ns)
     fault = PacketDuplicate(stage, "echo", 1.0, delay_ms=2, jitter_ms=2, seed=3)
-    fault.inject()
-    try:
-        assert "NFQUEUE" in fault.verify()
-        with socket.create_connection(("127.0.0.1", stage.port), timeout=10) as c:
-            c.sendall(sent)
-            got = b""
-            while len(got) < len(sent) and (chunk := c.recv(65536)):
-                got += chunk
-    finally:
-        fault.heal()
+    got = _echoed_through(fault, stage.port, sent)
     figures = fault.figures
     assert got == sent
     assert figures["duplicated"] >= 50 and figures["echoed"] >= 50, figures
