@@ -54,13 +54,8 @@ def stack(engines, stack_factory, stack):
     if engines == "as_configured":
         yield stack
         return
-    if not stack_factory.choice.starts_stacks:
-        skip(
-            SkipKind.TARGET,
-            "the KV checksum is switched on by the targets pd-chaos starts, not on an attached deployment",
-        )
-    if stack_factory.choice.name.startswith("compose"):
-        skip(SkipKind.TARGET, "the compose stacks do not turn the KV checksum on yet")
+    if not stack_factory.choice.sets_engine_options:
+        skip(SkipKind.TARGET, f"target {stack_factory.choice.name} cannot start engines with the KV checksum on")
     with stack_factory.own(kv_checksum=True) as target:
         yield target
 

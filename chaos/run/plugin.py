@@ -44,10 +44,6 @@ MARKERS = (
 )
 
 
-# the targets whose stacks can start with the engines' KV checksum on (StackConfig.kv_checksum)
-KV_CHECKSUM_TARGETS = ("embedded", "sglang-cpu")
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pdchaos", "pd-chaos")
     group.addoption(
@@ -82,7 +78,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--kv-checksum",
         action="store_true",
         help="start the session's stacks with the engines' KV checksum on (--disaggregation-enable-kv-checksum "
-        "on both; off by default, as upstream): embedded and sglang-cpu",
+        "on both; off by default, as upstream): the local targets, compose and compose-sglang-cpu",
     )
     group.addoption(
         "--stop-at-verdict",
@@ -141,9 +137,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[EXPLORE] = Budget.parse(explore) if explore else None
     except ConfigError as exc:
         raise pytest.UsageError(f"--explore: {exc}") from None
-    if config.getoption("--kv-checksum") and choice.name not in KV_CHECKSUM_TARGETS:
+    if config.getoption("--kv-checksum") and not choice.sets_engine_options:
         raise pytest.UsageError(
-            f"--kv-checksum needs --target {' or '.join(KV_CHECKSUM_TARGETS)}: target {choice.name} cannot turn it on"
+            f"--kv-checksum needs a target that starts its engines with options: target {choice.name} cannot turn it on"
         )
     seed = config.getoption("--seed")
     parallel = getattr(config, "workerinput", None) is not None or bool(getattr(config.option, "numprocesses", None))

@@ -63,6 +63,9 @@ VARIANTS: dict[str, Variant] = {
     "compose-gpu": Variant(("gpu.yaml", "gpu-tcp.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
     "compose-gpu-rdma": Variant(("gpu.yaml", "gpu-rdma.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
 }
+# the variants whose overlays pass the KV checksum flag and the failure hooks' variables
+# (ENGINE_KV_CHECKSUM, SGLANG_TEST_DISAGG_*); the GPU overlays do not yet
+CHECKSUM_VARIANTS = ("compose", "compose-sglang-cpu")
 _CLI_TIMEOUT_S = 60.0
 LAST_LINES = 20
 _STOP_GRACE_S = 2
@@ -109,6 +112,8 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         "ENGINE_DECODE_RADIX_CACHE": "--disaggregation-decode-enable-radix-cache"
         if cfg.decode_radix_cache
         else "",  # empty: the overlay's default
+        "ENGINE_KV_CHECKSUM": "--disaggregation-enable-kv-checksum" if cfg.kv_checksum else "",
+        **cfg.hooks.to_env(),
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
         "SMG_RETRY_MAX_RETRIES": str(cfg.router_max_retries),
@@ -149,6 +154,8 @@ class ComposeStack:
     def __init__(self, info: StackInfo) -> None:
         self.info = info
         self.capabilities = VARIANTS[info.kind].capabilities
+        if info.config.get("kv_checksum"):  # this stack's decode verifies the KV
+            self.capabilities = self.capabilities | {Capability.KV_VERIFIED}
         self.packet_links = VARIANTS[info.kind].packet_links
         self._client: Any = None
         self._logs: dict[str, ContainerLog] = {}
@@ -158,12 +165,11 @@ class ComposeStack:
     def up(cls, cfg: StackConfig, variant: str = "compose") -> "ComposeStack":
         if variant not in VARIANTS:
             raise ConfigError(f"unknown compose variant {variant!r}; known: {', '.join(VARIANTS)}")
-        if cfg.kv_checksum:
+        if (cfg.kv_checksum or cfg.hooks) and variant not in CHECKSUM_VARIANTS:
             raise ConfigError(
-                "the compose stacks do not turn the KV checksum on yet: kv_checksum=True needs sglang-cpu"
+                f"{variant} does not turn the KV checksum or SGLang's failure hooks on: "
+                f"{', '.join(CHECKSUM_VARIANTS)} do"
             )
-        if cfg.hooks:
-            raise ConfigError("the compose stacks do not set SGLang's failure hooks yet: hooks need sglang-cpu")
         info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12], links=VARIANTS[variant].links)
         project = f"pdchaos-{cfg.port_base}"
         files = [str(COMPOSE_DIR / f) for f in ("stack.yaml", *VARIANTS[variant].overlays)]

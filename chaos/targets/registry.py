@@ -63,6 +63,15 @@ class TargetChoice:
         """Whether the rig starts (and may configure) its own stacks on this target."""
         return self.name != "attach"
 
+    @property
+    def sets_engine_options(self) -> bool:
+        """Whether its stacks can start their engines with the KV checksum on and with SGLang's
+        failure hooks (``StackConfig.kv_checksum``, ``hooks``): the local targets and the
+        Compose variants whose overlays pass them; not an attached deployment."""
+        from chaos.targets.compose import CHECKSUM_VARIANTS
+
+        return self.name in LOCAL or self.name in CHECKSUM_VARIANTS
+
     @cached_property
     def _attached(self) -> Target:
         """The attached deployment, its stack file read and checked once (not once per skip)."""

@@ -32,8 +32,8 @@ def test_kv_checksum_starts_the_sessions_stacks_with_the_engines_checking_their_
 def test_kv_checksum_is_refused_by_a_target_that_cannot_turn_it_on():
     done = run(
         [sys.executable, "-m", "pytest", "suites/test_kv_corruption.py", "--collect-only", "-q", "-p", "no:cacheprovider",
-         "--target", "compose", "--kv-checksum"],
+         "--target", "compose-gpu", "--kv-checksum"],
         cwd=REPO_ROOT, timeout_s=60,
     )  # fmt: skip
     assert done.returncode == 4, done.stdout[-2000:] + done.stderr[-2000:]  # pytest's usage error
-    assert "--kv-checksum needs --target embedded or sglang-cpu" in done.stderr, done.stderr[-2000:]
+    assert "target compose-gpu cannot turn it on" in done.stderr, done.stderr[-2000:]
