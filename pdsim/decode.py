@@ -429,7 +429,7 @@ class DecodeEngine(Engine):
     def tick(self, now: float, *, check_timeouts: bool) -> None:
         if check_timeouts:
             self._check_timeouts(now)
-        self.poll_failures.poll([*self.prealloc, *self.transfer])
+        self.poll_failures.poll(self.prealloc, self.transfer)
         self._pop_preallocated(now)
         self._pop_transferred(now)
         self._pop_waiting(now)

@@ -15,6 +15,7 @@ pdsim reads the same variables (``pdsim.config``), so one environment fails both
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Iterable, Protocol
 
@@ -46,13 +47,13 @@ class PollFailures(Chance):
         super().__init__(prob, seed)
         self.failed = 0  # rooms this hook failed since the engine started
 
-    def poll(self, rooms: Iterable[_Polled]) -> None:
-        """Fail each room polled now at the hook's chance, as a failure of this engine alone:
-        the peer is not told (``RoomStatus.fail(told=False)``). A room already failed, or one
-        no queue step looks at any more (leaked), is not polled."""
+    def poll(self, *queues: Iterable[_Polled]) -> None:
+        """Fail each room of ``queues`` polled now at the hook's chance, as a failure of this
+        engine alone: the peer is not told (``RoomStatus.fail(told=False)``). A room already
+        failed, or one no queue step looks at any more (leaked), is not polled."""
         if self.prob <= 0:
             return
-        for room in rooms:
+        for room in itertools.chain(*queues):
             if room.leaked or room.status.poll is KVPoll.Failed or not self.hits():
                 continue
             room.status.fail(None, told=False)

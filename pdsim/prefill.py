@@ -187,7 +187,7 @@ class PrefillEngine(Engine):
         was kept for rooms not yet seen expired."""
         if check_timeouts:
             self._check_timeouts(now)
-        self.poll_failures.poll([*self.bootstrap_queue, *self.waiting, *self.inflight])
+        self.poll_failures.poll(self.bootstrap_queue, self.waiting, self.inflight)
         self._pop_bootstrapped(now)
         self._pop_transferred(now)
         self._drop_failed_waiting(now)

@@ -30,6 +30,7 @@ from chaos.clients.workloads import OVER_ANY_CONTEXT, InFlight, Workload
 from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed, label
+from chaos.judge.replies import baseline_replies
 from chaos.observe.canary import DIALS, Canary
 from chaos.observe.history import History
 from chaos.observe.pipeline import ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
@@ -194,7 +195,7 @@ def decode_legs_own_replies(h: History) -> Finding:
     prompt did through the router, fault-free: its own reply, never another pair's (two
     requests sharing a bootstrap room must not swap or mix their KV). Prefill's legs answer
     with no reply of their own and are not compared. At stake: the decode legs served."""
-    base = {o.invoke.context: o.complete.reply for o in completed(h, Phase.BASELINE) if o.outcome is Outcome.OK}
+    base = baseline_replies(h, Phase.BASELINE)
     legs = [
         o
         for o in completed(h, Phase.FAULT)

@@ -9,7 +9,7 @@ and proves they are on where it can: in each engine process's own environment.
 
 from __future__ import annotations
 
-from pathlib import Path
+import psutil
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.base import Fault
@@ -17,12 +17,6 @@ from chaos.targets.base import ENGINES, Target
 from chaos.targets.stack import FailureHooks
 
 __all__ = ["EngineHooks"]
-
-
-def _environ(pid: int) -> dict[str, str]:
-    """A process's environment as it started (``/proc/<pid>/environ``)."""
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(entry.split("=", 1) for entry in raw.decode(errors="replace").split("\0") if "=" in entry)
 
 
 class EngineHooks(Fault):
@@ -54,7 +48,10 @@ class EngineHooks(Fault):
             pid = self.target.main_pid(engine)
             if pid is None:
                 raise FaultNotApplied(f"{engine}'s process cannot be read on this host: its hooks are unproven")
-            env = _environ(pid)
+            try:
+                env = psutil.Process(pid).environ()  # as the process started
+            except psutil.Error as exc:
+                raise FaultNotApplied(f"{engine}'s environment (pid {pid}) cannot be read: {exc}") from exc
             wrong = {var: env.get(var) for var, value in want.items() if env.get(var) != value}
             if wrong:
                 raise FaultNotApplied(f"{engine} (pid {pid}) started without the hooks: {wrong}")

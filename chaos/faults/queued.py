@@ -265,7 +265,9 @@ class PacketDuplicate(WholePackets):
         self, target: PacketLinks, link: str, prob: float, *, delay_ms: int = 0, jitter_ms: int = 0, seed: int = 0
     ) -> None:
         if not 0 < prob <= 1 or delay_ms < 0 or jitter_ms < 0:
-            raise ValueError(f"a duplication's chance is in (0, 1] and its delays at least 0, not {prob}")
+            raise ValueError(
+                f"a duplication's chance is in (0, 1] and its delays at least 0, not {prob}, {delay_ms}, {jitter_ms}"
+            )
         self.prob, self.delay_ms, self.jitter_ms = prob, delay_ms, jitter_ms
         super().__init__(
             target,

@@ -9,7 +9,7 @@ from chaos.judge.ops import completed, label, naming, phase_tag
 from chaos.observe.history import History
 from chaos.observe.records import Done, Outcome, Phase
 
-__all__ = ["finish_reasons_tell_the_truth", "never_served_wrong", "replies_match_baseline"]
+__all__ = ["baseline_replies", "finish_reasons_tell_the_truth", "never_served_wrong", "replies_match_baseline"]
 
 
 def _divergence(got: str, want: str) -> tuple[int, str]:
@@ -19,7 +19,7 @@ def _divergence(got: str, want: str) -> tuple[int, str]:
     return at, f"differs from char {at} of {len(want)}: got {got[at : at + 40]!r}, baseline {want[at : at + 40]!r}"
 
 
-def _baseline_replies(h: History, baseline_phase: Phase) -> dict[str, str]:
+def baseline_replies(h: History, baseline_phase: Phase) -> dict[str, str]:
     """Each context's reply in the fault-free baseline (its successful requests)."""
     return {
         o.invoke.context: o.complete.reply
@@ -32,7 +32,7 @@ def _baseline_replies(h: History, baseline_phase: Phase) -> dict[str, str]:
 def replies_match_baseline(h: History, *, baseline_phase: Phase = Phase.BASELINE) -> Finding:
     """Every successful reply equals the fault-free baseline's reply to the same context."""
     ops = [o for o in completed(h, None) if o.outcome is Outcome.OK and o.invoke.context]
-    base = _baseline_replies(h, baseline_phase)
+    base = baseline_replies(h, baseline_phase)
     pairs = [(o, base[o.invoke.context]) for o in ops if o.invoke.phase != baseline_phase and o.invoke.context in base]
     if not pairs:
         return unknown("no reply shares a context with the baseline")
@@ -56,7 +56,7 @@ def never_served_wrong(h: History, *, phase: Phase, baseline_phase: Phase = Phas
     no right answer (its KV corrupted), failing it is the engine's right; serving a wrong
     reply with a success never is. At stake: every request of ``phase`` whose context the
     baseline answered (each could have been served wrong), whether it failed or not."""
-    base = _baseline_replies(h, baseline_phase)
+    base = baseline_replies(h, baseline_phase)
     judged = [o for o in completed(h, phase) if o.invoke.context in base]
     if not judged:
         return unknown(f"no request of phase {Phase(phase).value!r} shares a context with the baseline")

@@ -176,7 +176,8 @@ class Handler:
         copied = packet.get_payload()
         if self._echoes and whole(copied) and self._echoes[key := segment_key(copied)] > 0:
             self._echoes[key] -= 1
-            self._echoes += Counter()  # drop the zero counts
+            if not self._echoes[key]:
+                del self._echoes[key]  # so an empty counter stops the lookup for every packet
             packet.accept()
             self.stats.echoed += 1
             return

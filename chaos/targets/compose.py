@@ -43,29 +43,31 @@ COMPOSE_DIR = REPO_ROOT / "compose"
 class Variant(NamedTuple):
     """An engine overlay of compose/stack.yaml (its files, in order): what it can do, the
     links it proxies, those it breaks with packet rules in the engines' namespace (its
-    ``netns`` container's), and whether its engines share the host's IPC namespace (and so
-    its ``/dev/shm``, where a killed engine's files outlive the container)."""
+    ``netns`` container's), whether its engines share the host's IPC namespace (and so
+    its ``/dev/shm``, where a killed engine's files outlive the container), and whether its
+    overlay passes the KV checksum flag and the failure hooks' variables (``ENGINE_KV_CHECKSUM``,
+    ``SGLANG_TEST_DISAGG_*``)."""
 
     overlays: tuple[str, ...]
     capabilities: frozenset[Capability]
     links: tuple[str, ...] = PROXIES
     packet_links: tuple[str, ...] = ()
     host_ipc: bool = False
+    engine_options: bool = False
 
 
 VARIANTS: dict[str, Variant] = {
-    "compose": Variant(("cpu.yaml",), frozenset(Capability) - {Capability.KV_VERIFIED, Capability.LINK_DUPLICATE}),
+    "compose": Variant(
+        ("cpu.yaml",), frozenset(Capability) - {Capability.KV_VERIFIED, Capability.LINK_DUPLICATE}, engine_options=True
+    ),
     "compose-sglang-cpu": Variant(
-        ("sglang-cpu.yaml",), REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS
+        ("sglang-cpu.yaml",), REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS, engine_options=True
     ),
     # image pinned to 0.5.23, as sglang-cpu; the engines on the host's network, so KV and
     # control messages cross no proxy and no namespace of ours: no kv or control link faults
     "compose-gpu": Variant(("gpu.yaml", "gpu-tcp.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
     "compose-gpu-rdma": Variant(("gpu.yaml", "gpu-rdma.yaml"), REAL_SGLANG, REAL_SGLANG_LINKS, host_ipc=True),
 }
-# the variants whose overlays pass the KV checksum flag and the failure hooks' variables
-# (ENGINE_KV_CHECKSUM, SGLANG_TEST_DISAGG_*); the GPU overlays do not yet
-CHECKSUM_VARIANTS = ("compose", "compose-sglang-cpu")
 _CLI_TIMEOUT_S = 60.0
 LAST_LINES = 20
 _STOP_GRACE_S = 2
@@ -165,10 +167,10 @@ class ComposeStack:
     def up(cls, cfg: StackConfig, variant: str = "compose") -> "ComposeStack":
         if variant not in VARIANTS:
             raise ConfigError(f"unknown compose variant {variant!r}; known: {', '.join(VARIANTS)}")
-        if (cfg.kv_checksum or cfg.hooks) and variant not in CHECKSUM_VARIANTS:
+        if (cfg.kv_checksum or cfg.hooks) and not VARIANTS[variant].engine_options:
             raise ConfigError(
                 f"{variant} does not turn the KV checksum or SGLang's failure hooks on: "
-                f"{', '.join(CHECKSUM_VARIANTS)} do"
+                f"{', '.join(name for name, v in VARIANTS.items() if v.engine_options)} do"
             )
         info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12], links=VARIANTS[variant].links)
         project = f"pdchaos-{cfg.port_base}"

@@ -68,9 +68,11 @@ class TargetChoice:
         """Whether its stacks can start their engines with the KV checksum on and with SGLang's
         failure hooks (``StackConfig.kv_checksum``, ``hooks``): the local targets and the
         Compose variants whose overlays pass them; not an attached deployment."""
-        from chaos.targets.compose import CHECKSUM_VARIANTS
+        if self.name in LOCAL:
+            return True
+        from chaos.targets.compose import VARIANTS
 
-        return self.name in LOCAL or self.name in CHECKSUM_VARIANTS
+        return self.name in VARIANTS and VARIANTS[self.name].engine_options
 
     @cached_property
     def _attached(self) -> Target:
