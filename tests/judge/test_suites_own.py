@@ -11,6 +11,7 @@ from chaos.observe.pipeline import Metric
 from chaos.observe.records import Chunk, Complete, Invoke, LogEvent, Outcome, Phase
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish, prefix_reused
+from suites.test_engine_hooks import some_served
 from suites.test_hostile_input import decode_legs_own_replies
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import gauge_reached, queued_for, refused_within, served_or_refused
@@ -209,3 +210,14 @@ def test_decode_legs_own_replies():
     mixed = check(_legs(" oak elm"))  # the second pair served the first's reply
     assert mixed.status is v.Status.FAIL and mixed.evidence.values["wrong"] == 1
     assert status(check, History()) is v.Status.UNKNOWN
+
+
+def test_some_served():
+    served, none = History(), History()
+    for h, second in ((served, Outcome.OK), (none, Outcome.CLEAN_ERROR)):
+        op(h, "a", 0.0, 1.0, Outcome.CLEAN_ERROR, phase="fault")
+        op(h, "b", 0.0, 1.0, second, phase="fault")
+    check = some_served(phase=Phase.FAULT, why="test")
+    assert status(check, served) is v.Status.PASS  # a premise met
+    assert status(check, none) is v.Status.UNMET  # the hooks failed every one: nothing to judge the rest by
+    assert status(check, History()) is v.Status.UNMET
