@@ -118,6 +118,7 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         **cfg.hooks.to_env(),
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
+        "SMG_CB_FAILURE_THRESHOLD": str(cfg.router_cb_failure_threshold),
         "SMG_RETRY_MAX_RETRIES": str(cfg.router_max_retries),
         "SMG_HEALTH_CHECK_INTERVAL_SECS": str(cfg.router_health_check_interval_s),
         "SMG_MAX_CONCURRENT_REQUESTS": str(cfg.router_max_concurrent_requests),

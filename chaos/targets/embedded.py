@@ -146,6 +146,8 @@ class EmbeddedStack:
                     str(cfg.router_request_timeout_s),
                     "--cb-timeout-duration-secs",
                     str(cfg.router_cb_timeout_s),
+                    "--cb-failure-threshold",
+                    str(cfg.router_cb_failure_threshold),
                     "--retry-max-retries",
                     str(cfg.router_max_retries),
                     "--health-check-interval-secs",

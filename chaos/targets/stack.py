@@ -177,6 +177,10 @@ class StackConfig:
     max_running_requests: int = 32
     router_request_timeout_s: int = 30
     router_cb_timeout_s: int = 3  # smg's circuit-breaker open time (default 60 s), scaled like the rest
+    # consecutive failures that open a worker's circuit (smg's --cb-failure-threshold, its
+    # default); a stack whose engines fail requests at random for as long as they run raises it
+    # out of reach, as smg's --disable-circuit-breaker does
+    router_cb_failure_threshold: int = 10
     router_max_retries: int = 5  # smg's --retry-max-retries (its default): the retry budget a suite holds it to
     # smg's health checks (default every 60 s): a worker smg marked unhealthy (SGLang answers
     # 503 while it drains after SIGTERM) is routed to again after 2 good checks, so with the
@@ -283,6 +287,7 @@ class StackInfo:
                 "gpus": list(cfg.gpus),
                 "router_request_timeout_s": cfg.router_request_timeout_s,
                 "router_cb_timeout_s": cfg.router_cb_timeout_s,
+                "router_cb_failure_threshold": cfg.router_cb_failure_threshold,
                 "router_max_retries": cfg.router_max_retries,
                 "router_health_check_interval_s": cfg.router_health_check_interval_s,
                 "router_max_concurrent_requests": cfg.router_max_concurrent_requests,
