@@ -35,6 +35,7 @@ class Behaviour:
     inflight_watchdog: bool = True  # no_inflight_watchdog
     failure_told_to_decode: bool = True  # no_abort_to_decode
     failed_room_released: bool = True  # failed_room_pinned: answered 500, kept for good
+    transfers_start_after_idle: bool = True  # idle_transfer_stall: the first after 5 s idle held
     restarted_decode_replaces_the_old: bool = True  # stale_decode_registration
     # ---- decode ----
     heartbeat: bool = True  # no_heartbeat
@@ -90,4 +91,5 @@ CHANGES: dict[Defect, tuple[str, Any]] = {
     Defect.LOAD_REPORT_OMITS_TRANSFERS: ("load_report_counts_transfers", False),
     Defect.KV_CHECKSUM_IGNORED: ("kv_checksum_checked", False),
     Defect.SAMPLING_UNCHECKED: ("sampling_checked", False),
+    Defect.IDLE_TRANSFER_STALL: ("transfers_start_after_idle", False),
 }

@@ -43,6 +43,7 @@ class Defect(enum.Enum):
     FIRST_TOKEN_FINISH_UNCHECKED = "first_token_finish_unchecked"
     KV_CHECKSUM_IGNORED = "kv_checksum_ignored"
     SAMPLING_UNCHECKED = "sampling_unchecked"
+    IDLE_TRANSFER_STALL = "idle_transfer_stall"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

@@ -36,6 +36,11 @@ __all__ = ["PrefillEngine"]
 
 _PENDING_META_TTL_S = 600.0
 _KV_CONNECT_TIMEOUT_S = 5.0
+# idle_transfer_stall: Mooncake 0.3.13.post1's TCP transport rejects the first transfer after
+# about 5 s without one, and the consumer waits 60 to 90 s of a 300 s timeout (Mooncake#4209);
+# here the transfer waits that share of decode's waiting timeout, then goes
+_IDLE_GAP_S = 5.0
+_IDLE_STALL_SHARE = 0.8
 
 
 class PrefillEngine(Engine):
@@ -59,6 +64,7 @@ class PrefillEngine(Engine):
         # restarted decode registers again)
         self._decodes: dict[str, str] = {}
         self._transfers: dict[str, asyncio.Task[None]] = {}
+        self._last_transfer = time.monotonic()  # when a transfer last began or ended
         self._control_server: asyncio.AbstractServer | None = None
         self.corruption = Corruption()  # the test hook that flips bytes of the KV it sends
         self.poll_failures = PollFailures(cfg.poll_failure_prob)  # SGLang's SGLANG_TEST_DISAGG_FAILURE_PROB
@@ -345,7 +351,10 @@ class PrefillEngine(Engine):
     async def _transfer(self, req: Req) -> None:
         kv_addr = self._kv_addr.get(req.rid, "")
         writer: asyncio.StreamWriter | None = None
+        idle_s, self._last_transfer = time.monotonic() - self._last_transfer, time.monotonic()
         try:
+            if idle_s >= _IDLE_GAP_S and not self.cfg.behaviour.transfers_start_after_idle:
+                await asyncio.sleep(_IDLE_STALL_SHARE * self.cfg.waiting_timeout_s)
             host, port = split_addr(kv_addr)
             reader, w = await asyncio.wait_for(asyncio.open_connection(host, port), _KV_CONNECT_TIMEOUT_S)
             writer = w  # for the finally below, which closes it
@@ -378,6 +387,7 @@ class PrefillEngine(Engine):
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
             req.status.fail(f"Failed to send kv chunk of {req.room} to {kv_addr}")
         finally:
+            self._last_transfer = time.monotonic()
             if writer is not None:
                 writer.close()
             self.wake()

@@ -166,37 +166,73 @@ class Conversation:
         out: list[Complete] = []
         try:
             for rnd in range(self.rounds):
-                text = " ".join(rng.choice(WORDS) for _ in range(self.words_per_round))
-                messages.append({"role": "user", "content": f"round {rnd}: {text}"})
                 if self.before_each is not None:
                     self.before_each(rnd)
-                body = self.workload.chat(messages, max_tokens=self.max_tokens, ignore_eos=True, stream=self.stream)
-                if self.stream:
-                    body["stream_options"] = {"include_usage": True}
-                retry = Retrying(
-                    stop=stop_after_attempt(self.retries + 1),
-                    wait=wait_fixed(self.retry_wait_s),
-                    retry=retry_if_result(lambda r: r.outcome in self.retry_on),
-                )
-                try:
-                    reply = retry(
-                        client.request,
-                        "/v1/chat/completions",
-                        body,
-                        agent=name,
-                        round=rnd,
-                        phase=self.phase,
-                        workload=self.name,
-                    )
-                except RetryError as gave_up:  # retries only on `retry_on` (clean errors by default)
-                    reply = gave_up.last_attempt.result()
+                reply = self._turn(client, name, rng, messages, rnd)
                 out.append(reply)
                 if not reply.ok:
                     break  # the harness gives up this conversation
-                messages.append({"role": "assistant", "content": reply.reply})
         finally:
             client.close()
         return out
+
+    def _turn(
+        self, client: Client, name: str, rng: random.Random, messages: list[dict[str, str]], rnd: int
+    ) -> Complete:
+        """One round of agent ``name``: new text on the conversation so far, sent (retried on
+        ``retry_on``); the reply joins ``messages`` where it succeeded."""
+        text = " ".join(rng.choice(WORDS) for _ in range(self.words_per_round))
+        messages.append({"role": "user", "content": f"round {rnd}: {text}"})
+        body = self.workload.chat(messages, max_tokens=self.max_tokens, ignore_eos=True, stream=self.stream)
+        if self.stream:
+            body["stream_options"] = {"include_usage": True}
+        retry = Retrying(
+            stop=stop_after_attempt(self.retries + 1),
+            wait=wait_fixed(self.retry_wait_s),
+            retry=retry_if_result(lambda r: r.outcome in self.retry_on),
+        )
+        try:
+            reply: Complete = retry(
+                client.request,
+                "/v1/chat/completions",
+                body,
+                agent=name,
+                round=rnd,
+                phase=self.phase,
+                workload=self.name,
+            )
+        except RetryError as gave_up:  # retries only on `retry_on` (clean errors by default)
+            reply = gave_up.last_attempt.result()
+        if reply.ok:
+            messages.append({"role": "assistant", "content": reply.reply})
+        return reply
+
+    def run_in_step(self, between: Callable[[int], None]) -> dict[str, list[Complete]]:
+        """The rounds as bursts: every agent's round ``r`` sent at once, once ``between(r)``
+        has returned (in the caller's thread: an idle held, say) and every agent's round
+        ``r - 1`` has ended; each agent on its own keep-alive connection. An agent whose
+        round failed gives its conversation up, as ``run``'s do."""
+        names = [f"agent{i}" for i in range(self.agents)]
+        clients = {n: Client(self.workload.base_url, self.workload.history, self.deadlines) for n in names}
+        rngs = {n: random.Random(f"{self.workload.seed}:{n}") for n in names}
+        messages: dict[str, list[dict[str, str]]] = {n: [{"role": "system", "content": f"You are {n}."}] for n in names}
+        self.replies = {n: [] for n in names}
+        live = list(names)
+        turn_s = (self.retries + 1) * (self.deadlines.ends_within_s + self.retry_wait_s) + 5
+        try:
+            for rnd in range(self.rounds):
+                if not live:
+                    break
+                between(rnd)
+                burst = Background({n: partial(self._turn, clients[n], n, rngs[n], messages[n], rnd) for n in live})
+                for n, reply in burst.join(turn_s).items():
+                    self.replies[n].append(reply)
+                    if not reply.ok:
+                        live.remove(n)
+        finally:
+            for c in clients.values():
+                c.close()
+        return self.replies
 
 
 @dataclass

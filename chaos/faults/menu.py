@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, cast
 
 from chaos.errors import ConfigError
-from chaos.faults.client import ClientFault
+from chaos.faults.client import ClientFault, Idle
 from chaos.faults.engine_api import AbortAll, CacheFlush, SenderCorrupt
 from chaos.faults.hooks import EngineHooks
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
@@ -23,7 +23,7 @@ from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
 from chaos.faults.queued import PacketCorrupt, PacketDelay, PacketDuplicate, Queued
 from chaos.faults.runner import DEFAULT_TRIGGER_DEADLINE_S, FaultBlock, FaultRunner
-from chaos.observe.triggers import Condition
+from chaos.observe.triggers import Condition, requests_sent
 from chaos.targets.base import Capability
 from chaos.targets.toxiproxy import Toxic
 
@@ -43,6 +43,12 @@ class Faults(FaultRunner):
     def by_clients(self, description: str) -> FaultBlock:
         """Bracket chaos that the workload itself commits (hang-ups, abandoned requests)."""
         return self.apply(ClientFault(description))
+
+    def idle(self, seconds: float) -> FaultBlock:
+        """No request for ``seconds`` (``Idle``): the block holds the silence until then, or
+        until a request breaks it, which fails the heal's proof. Nothing may be sent inside."""
+        broken = requests_sent(self.history, len(self.history.ops()) + 1)
+        return self.apply(Idle(self.history, seconds), until=broken, hold_s=seconds)
 
     def engine_hooks(self) -> FaultBlock:
         """Bracket the requests judged under SGLang's failure hooks, which the stack's engines

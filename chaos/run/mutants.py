@@ -98,6 +98,7 @@ KILLERS: dict[str, Killer] = {
     "load_report_omits_transfers": Killer("suites/test_kv_link.py", "sources_agree"),
     "first_token_finish_unchecked": Killer("suites/test_reply_endings.py", "replies_end_where_asked"),
     "kv_checksum_ignored": Killer("suites/test_kv_corruption.py", "never_served_wrong"),
+    "idle_transfer_stall": Killer("suites/test_idle_burst.py", "first_bytes_as_fast_after_idle"),
     "sampling_unchecked": Killer(
         "suites/test_hostile_input.py::test_hostile_requests_are_refused_clearly", "client_errors_refused"
     ),

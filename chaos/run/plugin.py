@@ -22,7 +22,7 @@ import pytest
 
 from chaos.errors import ConfigError
 from chaos.explore.budget import Budget
-from chaos.run.session import EXPLORE, SEED, SOAK, TARGET
+from chaos.run.session import EXPLORE, IDLE, SEED, SOAK, TARGET
 from chaos.run.skips import MARKED, SkipKind
 from chaos.run.soak import Soak, parse_duration
 from chaos.system.cleanup import terminate_as_interrupt
@@ -97,6 +97,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the opt-in soak scenario for this long (90s, 30m, 2h); it skips without it",
     )
     group.addoption(
+        "--idle",
+        default=None,
+        metavar="DURATION",
+        help="the idle-burst suite also holds one idle this long (10m, 1h: a nightly run's); "
+        "without it, only the idles past the path's keep-alives and pools (seconds to a minute)",
+    )
+    group.addoption(
         "--explore",
         default=None,
         metavar="BUDGET",
@@ -132,6 +139,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SOAK] = Soak(parse_duration(soak)) if soak else None
     except ValueError as exc:
         raise pytest.UsageError(f"--soak: {exc}") from None
+    idle = config.getoption("--idle")
+    try:
+        config.stash[IDLE] = parse_duration(idle) if idle else None
+    except ValueError as exc:
+        raise pytest.UsageError(f"--idle: {exc}") from None
     explore = config.getoption("--explore")
     try:
         config.stash[EXPLORE] = Budget.parse(explore) if explore else None

@@ -8,11 +8,12 @@ from chaos.observe.growth import Limit
 from chaos.observe.history import History
 from chaos.observe.logs import parse_engine_line
 from chaos.observe.pipeline import Metric
-from chaos.observe.records import Chunk, Complete, Invoke, LogEvent, Outcome, Phase
+from chaos.observe.records import Chunk, Complete, FaultEvent, Invoke, LogEvent, Outcome, Phase, Stage
 from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish, prefix_reused
 from suites.test_engine_hooks import some_served
 from suites.test_hostile_input import decode_legs_own_replies
+from suites.test_idle_burst import first_bytes_as_fast_after_idle
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import gauge_reached, queued_for, refused_within, served_or_refused
 from suites.test_proxy_wedge import stuck_before_router
@@ -221,3 +222,41 @@ def test_some_served():
     assert status(check, served) is v.Status.PASS  # a premise met
     assert status(check, none) is v.Status.UNMET  # the hooks failed every one: nothing to judge the rest by
     assert status(check, History()) is v.Status.UNMET
+
+
+def _burst(h: History, rnd: int, t: float, first_byte_s: float, outcome: Outcome = Outcome.OK) -> None:
+    """Two agents' streams of round ``rnd`` sent at ``t``, each beginning ``first_byte_s`` later."""
+    for agent in ("agent0", "agent1"):
+        name = f"{agent}-{rnd}"
+        h.append(Invoke(t, 0.0, name, "/v1/chat/completions", True, agent, rnd, phase=Phase.FAULT))
+        first = t + first_byte_s if outcome is Outcome.OK else None
+        h.append(Complete(t + first_byte_s + 0.2, 0.0, name, outcome, 200, "", "r", 10, 2, first))
+
+
+def _idle(h: History, n: int, start: float, over: float) -> None:
+    for t, stage in ((start, Stage.INJECT), (over, Stage.HEALED)):
+        h.append(FaultEvent(t, 0.0, f"idle#{n}", stage, "no request", action="idle"))
+
+
+def test_first_bytes_as_fast_after_idle():
+    """The burst after each idle is held to the reference round's slowest first byte plus
+    the bound; one stalled stream after the second idle fails it; a burst with nothing served
+    is unknown, as is a history with no idle."""
+    check = first_bytes_as_fast_after_idle(1.0, reference_round=1)
+    histories = {}
+    for name, after_second in (("brisk", 0.4), ("stalled", 4.9), ("unserved", 0.4)):
+        h = History()
+        _burst(h, 0, 0.0, 2.5)  # the warm-up: slow, and not the reference
+        _burst(h, 1, 3.0, 0.3)
+        _idle(h, 1, 4.0, 10.0)
+        _burst(h, 2, 10.0, 0.5)
+        _idle(h, 2, 11.0, 66.0)
+        _burst(h, 3, 66.0, after_second, Outcome.CLEAN_ERROR if name == "unserved" else Outcome.OK)
+        histories[name] = h
+    brisk = check(histories["brisk"])
+    assert brisk.status is v.Status.PASS and brisk.evidence.values["at_stake"] == 4, brisk
+    stalled = check(histories["stalled"])
+    assert stalled.status is v.Status.FAIL and "4.90s after 55s idle" in stalled.message, stalled
+    assert stalled.evidence.ops == ("agent0-3", "agent1-3")
+    assert "55s" in check(histories["unserved"]).message and status(check, histories["unserved"]) is v.Status.UNKNOWN
+    assert status(check, History()) is v.Status.UNKNOWN

@@ -7,6 +7,7 @@ difference through the black-box interface only: HTTP, metrics, Toxiproxy.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -350,3 +351,19 @@ def test_aborted_kv_lands_in_the_next_owner_only_with_abort_frees_kv_mid_transfe
         )
         reply = httpx.post(client, json=owner, timeout=20).json()["text"]  # 3 s of decoding while the rest crosses
     assert (reply != baseline) == bool(defects)
+
+
+@pytest.mark.parametrize("defects", ["", "idle_transfer_stall"])
+def test_the_first_transfer_after_idle_goes_at_once_unless_idle_transfer_stall(start, defects):
+    """After 5 s without a transfer, the next one starts at once; with the defect it waits 80 %
+    of decode's waiting timeout (4 s of 5 here), and its request is served that much later."""
+    s = start(defects, timeouts=Timeouts(bootstrap_s=30, waiting_s=5, inflight_s=20))
+    assert send(s, "/generate", BODY, timeout_s=10)["decode"].status == 200  # a transfer: none idle yet
+    time.sleep(5.5)  # the idle itself, past pdsim's 5 s gap: nothing to wait for
+    began = time.monotonic()
+    assert send(s, "/generate", BODY, timeout_s=15)["decode"].status == 200
+    took = time.monotonic() - began
+    if defects:
+        assert took >= 4.0, f"served {took:.2f}s after an idle: no stall"
+    else:
+        assert took < 4.0, f"served {took:.2f}s after an idle: stalled"
