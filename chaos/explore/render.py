@@ -163,7 +163,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
             if step.load.shape == "unservable":  # no fault in its way: turned away at the door
                 run.append(f"scenario.judge(v.unservable_turned_away(within_s=bounds.refuse_s, workload=load{k}.name))")
     if faults:
-        body += [*run, "settle_universal(scenario, bounds)"]
+        body += [*run, f"settle_universal(scenario, bounds{', decode_ended=True' if decode_ended else ''})"]
     else:  # the load is all the chaos there is: bracketed as the clients' own, as suites/test_overload.py does
         body += ['with faults.by_clients("load alone, no fault"):', *("    " + line for line in run)]
         body.append("quiet_universal(scenario, bounds)")
