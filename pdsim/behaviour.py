@@ -53,6 +53,7 @@ class Behaviour:
     abort_waits_for_the_transfer: bool = True  # abort_frees_kv_mid_transfer
     load_report_counts_transfers: bool = True  # load_report_omits_transfers
     kv_checksum_checked: bool = True  # kv_checksum_ignored: the flag taken, the digest never compared
+    peer_page_size_checked: bool = True  # page_size_unchecked: KV of another layout taken, never seen
     # ---- the HTTP side ----
     sampling_checked: bool = True  # sampling_unchecked: impossible sampling parameters served
 
@@ -92,4 +93,5 @@ CHANGES: dict[Defect, tuple[str, Any]] = {
     Defect.KV_CHECKSUM_IGNORED: ("kv_checksum_checked", False),
     Defect.SAMPLING_UNCHECKED: ("sampling_checked", False),
     Defect.IDLE_TRANSFER_STALL: ("transfers_start_after_idle", False),
+    Defect.PAGE_SIZE_UNCHECKED: ("peer_page_size_checked", False),
 }

@@ -51,6 +51,9 @@ class EngineConfig:
     kv_pool_tokens: int = 200_000
     decode_radix_cache: bool = False  # SGLang's --disaggregation-decode-enable-radix-cache
     kv_checksum: bool = False  # SGLang's --disaggregation-enable-kv-checksum (pdsim.kvcheck)
+    # tokens a KV page holds (SGLang's --page-size, 1 on CPU): prefill states its own at /route,
+    # and decode must hold the same layout to receive its KV
+    page_size: int = 1
     max_total_num_tokens: int = 32768
     tick_s: float = 0.005
     truncate_tokens: int = 200
@@ -74,6 +77,8 @@ class EngineConfig:
             raise ValueError("prefill needs --bootstrap-port and --control-port")
         if self.mode is Mode.DECODE and not self.kv_port:
             raise ValueError("decode needs --kv-port")
+        if self.page_size < 1:
+            raise ValueError("page_size must be >= 1")
         for name in ("prefill_s_per_token", "decode_s_per_step", "tick_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -112,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-pool-tokens", type=int, default=200_000)
     p.add_argument("--disaggregation-decode-enable-radix-cache", dest="decode_radix_cache", action="store_true")
     p.add_argument("--disaggregation-enable-kv-checksum", dest="kv_checksum", action="store_true")
+    p.add_argument("--page-size", type=int, default=1)
     return p
 
 
@@ -134,6 +140,7 @@ def config_from_args(argv: list[str] | None = None) -> EngineConfig:
         kv_pool_tokens=a.kv_pool_tokens,
         decode_radix_cache=a.decode_radix_cache,
         kv_checksum=a.kv_checksum,
+        page_size=a.page_size,
         truncate_tokens=int(os.environ.get("PDSIM_TRUNCATE_TOKENS", "200")),
         # EnvInt and EnvFloat as in SGLang 0.5.23 (pdsim/environ.py), with its floors (common/conn.py)
         bootstrap_timeout_s=env_int("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300),

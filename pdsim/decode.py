@@ -54,6 +54,7 @@ class PrefillLink:
 
     addr: str
     info: dict[str, Any]
+    page_size: int = 1  # the tokens of a KV page on that prefill, as its /route says
     writer: asyncio.StreamWriter | None = None
     connecting: bool = False
 
@@ -74,6 +75,9 @@ class DecodeEngine(Engine):
         self.links: dict[str, PrefillLink] = {}
         self._fetching: dict[str, int] = {}  # addr -> attempts made; present while a fetch runs
         self._fetch_failed: set[str] = set()
+        # prefills whose KV layout differs from this decode's, with the error every request
+        # bound for one gets (SGLang 0.5.23 raises it in its scheduler loop instead, and exits)
+        self._mismatched: dict[str, str] = {}
         self._given_up: set[str] = set()  # ``lost_prefill_never_retried``: prefills the heartbeat lost, for good
         self._transfer_by_room: dict[int, Req] = {}
         self._kv_conn: dict[str, asyncio.StreamWriter] = {}
@@ -139,7 +143,11 @@ class DecodeEngine(Engine):
                     ) as r,
                 ):
                     r.raise_for_status()
-                    await r.json()
+                    server = await r.json()
+                page_size = int(server.get("page_size") or 1)
+                if page_size != self.cfg.page_size and self.cfg.behaviour.peer_page_size_checked:
+                    self._refuse_prefill(addr, page_size)
+                    break
                 rank = {"prefill_dp_rank": "0", "prefill_cp_rank": "0", "target_tp_rank": "0", "target_pp_rank": "0"}
                 async with (
                     self._blocking_decoding(),
@@ -147,7 +155,7 @@ class DecodeEngine(Engine):
                 ):
                     r.raise_for_status()
                     info = await r.json()
-                self.links[addr] = PrefillLink(addr=addr, info=info)
+                self.links[addr] = PrefillLink(addr=addr, info=info, page_size=page_size)
                 log_event(
                     "prefill_info", bootstrap_addr=addr, state="fetched", prefill_instance=info.get("prefill_instance")
                 )
@@ -171,6 +179,17 @@ class DecodeEngine(Engine):
             self._fetch_failed.add(addr)
         self._fetching.pop(addr, None)
         self.wake()
+
+    def _refuse_prefill(self, addr: str, page_size: int) -> None:
+        """A prefill whose pages hold another number of tokens: its KV cannot land here. Every
+        request bound for it fails at once with SGLang's words for it, and decode serves on."""
+        why = (
+            f"Page size mismatch: prefill server has page_size={page_size}, but decode server has "
+            f"page_size={self.cfg.page_size}. Both servers must use the same --page-size value."
+        )
+        self._mismatched[addr] = why
+        log_event("prefill_info", bootstrap_addr=addr, state="mismatch", error=why)
+        self._fail_rooms(addr, why, waiting_only=True)
 
     async def _connect(self, link: PrefillLink) -> None:
         try:
@@ -316,6 +335,14 @@ class DecodeEngine(Engine):
                     req,
                     f"KV for decode instance {header.get('decode_instance')!r}, this is {self.instance_id!r}",
                 )
+                return
+            link = self.links.get(req.bootstrap_addr)
+            if link is not None and link.page_size != self.cfg.page_size:  # page_size_unchecked
+                # written by prefill at addresses of its own layout: the bytes land, in pages
+                # that are not this room's, and the room waits for KV that never comes
+                log_event("kv", bootstrap_room=room, state="landed_in_other_pages")
+                await self._receive_kv(reader, None)
+                await write_frame(writer, {"type": "ACK", "room": room})
                 return
             self._kv_conn[req.rid] = writer
             req.status.update(KVPoll.Transferring)
@@ -471,6 +498,9 @@ class DecodeEngine(Engine):
                 self._fail(req, "Decode handshake failed")
                 continue
             addr = req.bootstrap_addr
+            if addr in self._mismatched:
+                req.status.fail(self._mismatched[addr])
+                continue
             if addr in self._given_up:  # lost_prefill_retried off: no new connection to a prefill once lost
                 req.status.fail(f"Lost connection with prefill instance (bootstrap_addr: {addr})")
                 continue

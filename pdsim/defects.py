@@ -44,6 +44,7 @@ class Defect(enum.Enum):
     KV_CHECKSUM_IGNORED = "kv_checksum_ignored"
     SAMPLING_UNCHECKED = "sampling_unchecked"
     IDLE_TRANSFER_STALL = "idle_transfer_stall"
+    PAGE_SIZE_UNCHECKED = "page_size_unchecked"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

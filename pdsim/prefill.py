@@ -49,7 +49,7 @@ class PrefillEngine(Engine):
     def __init__(self, cfg: EngineConfig) -> None:
         super().__init__(cfg)
         self.instance_id = uuid.uuid4().hex
-        self.bootstrap = BootstrapServer()
+        self.bootstrap = BootstrapServer(page_size=cfg.page_size)
         self.bootstrap_queue: list[Req] = []
         self.waiting: deque[Req] = deque()
         self.forwarding: list[Req] = []

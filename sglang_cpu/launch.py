@@ -100,6 +100,7 @@ def command(
     bootstrap_port: int | None,
     decode_radix_cache: bool = False,
     kv_checksum: bool = False,
+    page_size: int | None = None,
 ) -> list[str]:
     """The engine's argv after the interpreter. The running limit is the stack's (an overload
     suite runs a stack with a small one), and so are decode's radix cache and the KV checksum
@@ -115,6 +116,8 @@ def command(
         argv += ["--disaggregation-decode-enable-radix-cache"]
     if kv_checksum:
         argv += ["--disaggregation-enable-kv-checksum"]
+    if page_size is not None:  # where a stack makes one engine's KV layout differ from the other's
+        argv += ["--page-size", str(page_size)]
     return argv
 
 
@@ -151,10 +154,11 @@ def main(args: list[str] | None = None) -> None:
         action="store_true",
         help="both engines: SGLang's own flag, passed on",
     )
+    parser.add_argument("--page-size", type=int, help="SGLang's own flag, passed on (default: SGLang's)")
     a = parser.parse_args(args)
     argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port,
                    max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port, decode_radix_cache=a.decode_radix_cache,
-                   kv_checksum=a.kv_checksum)  # fmt: skip
+                   kv_checksum=a.kv_checksum, page_size=a.page_size)  # fmt: skip
     os.execve(sys.executable, [sys.executable, *argv], environment(a.role, dict(os.environ)))
 
 

@@ -18,6 +18,7 @@ from chaos.errors import ConfigError
 from chaos.faults.client import ClientFault, Idle
 from chaos.faults.engine_api import AbortAll, CacheFlush, SenderCorrupt
 from chaos.faults.hooks import EngineHooks
+from chaos.faults.mismatch import MismatchedPages
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
@@ -54,6 +55,11 @@ class Faults(FaultRunner):
         """Bracket the requests judged under SGLang's failure hooks, which the stack's engines
         started with (``stack_factory.own(hooks=FailureHooks(...))``)."""
         return self.apply(EngineHooks(self.target))
+
+    def mismatched_pages(self) -> FaultBlock:
+        """Bracket the requests judged while decode's page size is not prefill's, as the
+        stack's engines started (``stack_factory.own(decode_page_size=...)``)."""
+        return self.apply(MismatchedPages(self.target))
 
     def abort_all(self, service: str, **kw: Any) -> FaultBlock:
         """Every request ``service`` holds aborted through its own ``/abort_request``."""

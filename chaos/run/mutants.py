@@ -99,6 +99,7 @@ KILLERS: dict[str, Killer] = {
     "first_token_finish_unchecked": Killer("suites/test_reply_endings.py", "replies_end_where_asked"),
     "kv_checksum_ignored": Killer("suites/test_kv_corruption.py", "never_served_wrong"),
     "idle_transfer_stall": Killer("suites/test_idle_burst.py", "first_bytes_as_fast_after_idle"),
+    "page_size_unchecked": Killer("suites/test_mismatched_engines.py", "refused_naming_the_mismatch"),
     "sampling_unchecked": Killer(
         "suites/test_hostile_input.py::test_hostile_requests_are_refused_clearly", "client_errors_refused"
     ),

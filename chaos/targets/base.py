@@ -87,6 +87,11 @@ class Capability(enum.Enum):
     # none is cached, as once its heartbeat gave that prefill up: every stream on decode stops
     # meanwhile (docs/known-issues.md)
     ROUTE_FETCH_OFF_THE_LOOP = "route_fetch_off_the_loop"
+    # decode fails every request bound for a prefill whose KV pages hold another number of
+    # tokens than its own, at once, with an error naming the page sizes, and serves on: pdsim.
+    # SGLang 0.5.23 raises that error inside its scheduler loop (try_ensure_parallel_info) and
+    # the whole decode server exits (docs/known-issues.md)
+    MISMATCH_REFUSED = "mismatch_refused"
 
 
 # What a stack of real SGLang engines (0.5.23, on every target that starts them) offers:

@@ -218,6 +218,7 @@ class EmbeddedStack:
                     f"{LOOPBACK}:{ports.kv}",
                     *common,
                     *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
+                    *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
                 ),
                 engine_env,
                 logs / "decode.log",

@@ -243,6 +243,7 @@ class SGLangCPUStack(EmbeddedStack):
                     "--nccl-port",
                     str(ports.decode_dist),
                     *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
+                    *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
                     *checksum,
                 ),
                 env,

@@ -198,6 +198,9 @@ class StackConfig:
     # the KV checksum (SGLang's --disaggregation-enable-kv-checksum, on both engines): prefill
     # digests each request's KV, decode verifies it and fails the request on a mismatch
     kv_checksum: bool = False
+    # decode's KV page size (SGLang's --page-size) where a suite makes it differ from prefill's,
+    # which keeps the engines' default (1 token a page on CPU); None: both at the default
+    decode_page_size: int | None = None
     # SGLang's test hooks, failing rooms at random from the engines' start (off: all 0)
     hooks: FailureHooks = field(default_factory=FailureHooks)
     startup_timeout_s: float = 30.0
@@ -295,6 +298,7 @@ class StackInfo:
                 "router_queue_timeout_s": cfg.router_queue_timeout_s,
                 "decode_radix_cache": cfg.decode_radix_cache,
                 "kv_checksum": cfg.kv_checksum,
+                "decode_page_size": cfg.decode_page_size,
                 "hooks": asdict(cfg.hooks),
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,

@@ -26,6 +26,7 @@ from suites.test_circuit_breaker import statuses_in
 from suites.test_decode_radix_cache import conversations_finish
 from suites.test_hostile_input import decode_legs_own_replies
 from suites.test_idle_burst import first_bytes_as_fast_after_idle
+from suites.test_mismatched_engines import refused_naming_the_mismatch
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import refused_within, served_or_refused
 from suites.test_proxy_wedge import stuck_before_router
@@ -81,6 +82,7 @@ ROWS: dict[str, Callable[[], v.Check]] = {
     "replies_end_where_asked": lambda: replies_end_where_asked([Ending("a", "f", "o", "x")], phase=Phase.AFTER),
     "decode_legs_own_replies": lambda: decode_legs_own_replies(),
     "first_bytes_as_fast_after_idle": lambda: first_bytes_as_fast_after_idle(1.0, reference_round=1),
+    "refused_naming_the_mismatch": lambda: refused_naming_the_mismatch(1.0, phase=Phase.AFTER, words=("page",)),
 }
 
 # What every successful request puts at stake: the verdicts that judge those requests, or
@@ -151,6 +153,7 @@ def test_every_verdict_has_a_row():
     suites_own = {"stuck_before_router", "stream_gaps_at_most", "does_not_grow", "statuses_in"}
     suites_own |= {"served_or_refused", "refused_within", "amplification_at_most", "conversations_finish"}
     suites_own |= {"replies_end_where_asked", "decode_legs_own_replies", "first_bytes_as_fast_after_idle"}
+    suites_own |= {"refused_naming_the_mismatch"}
     rows = {name.split("(")[0] for name in ROWS}
     assert public <= rows, public - rows
     suites_declared = {name for name, module in verdicts.items() if module.startswith("suites.")}

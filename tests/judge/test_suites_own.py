@@ -14,6 +14,7 @@ from suites.test_decode_radix_cache import conversations_finish, prefix_reused
 from suites.test_engine_hooks import some_served
 from suites.test_hostile_input import decode_legs_own_replies
 from suites.test_idle_burst import first_bytes_as_fast_after_idle
+from suites.test_mismatched_engines import refused_naming_the_mismatch
 from suites.test_neighbour_stall import stream_gaps_at_most
 from suites.test_overload import gauge_reached, queued_for, refused_within, served_or_refused
 from suites.test_proxy_wedge import stuck_before_router
@@ -260,3 +261,29 @@ def test_first_bytes_as_fast_after_idle():
     assert stalled.evidence.ops == ("agent0-3", "agent1-3")
     assert "55s" in check(histories["unserved"]).message and status(check, histories["unserved"]) is v.Status.UNKNOWN
     assert status(check, History()) is v.Status.UNKNOWN
+
+
+def test_refused_naming_the_mismatch():
+    """Each request must fail cleanly, in time, naming the mismatch: one served, one slow, or
+    one whose error names something else fails it; none at all is not at stake."""
+    check = refused_naming_the_mismatch(1.0, phase=Phase.FAULT, words=("page size",))
+    named = "Page size mismatch: prefill server has page_size=1, but decode server has page_size=16."
+    cases = {
+        "refused": [(0.3, Outcome.CLEAN_ERROR, named), (0.4, Outcome.CLEAN_ERROR, named)],
+        "served": [(0.3, Outcome.CLEAN_ERROR, named), (0.4, Outcome.OK, "")],
+        "slow": [(0.3, Outcome.CLEAN_ERROR, named), (6.2, Outcome.CLEAN_ERROR, named)],
+        "vague": [(0.3, Outcome.CLEAN_ERROR, named), (0.4, Outcome.CLEAN_ERROR, "Transport error")],
+    }
+    judged = {}
+    for name, ends in cases.items():
+        h = History()
+        for i, (took, outcome, error) in enumerate(ends):
+            h.append(Invoke(float(i), 0.0, f"r{i}", "/v1/chat/completions", True, phase=Phase.FAULT))
+            status_code = 200 if outcome is Outcome.OK else 500
+            h.append(Complete(i + took, 0.0, f"r{i}", outcome, status_code, error, "", 2, 2))
+        judged[name] = check(h)
+    assert judged["refused"].status is v.Status.PASS and judged["refused"].evidence.values["at_stake"] == 2
+    assert "ended ok" in judged["served"].message and judged["served"].status is v.Status.FAIL
+    assert "failed after 6.20s" in judged["slow"].message and judged["slow"].status is v.Status.FAIL
+    assert "names no mismatch" in judged["vague"].message and judged["vague"].evidence.ops == ("r1",)
+    assert status(check, History()) is v.Status.NOT_AT_STAKE
