@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chaos.judge.declare import verdict
+from chaos.judge.declare import Window, verdict
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.observe.history import History
 from chaos.observe.records import Sample
@@ -11,7 +11,14 @@ from chaos.observe.sampler import PROCS
 __all__ = ["stayed_up"]
 
 
-@verdict(lambda services, **_: f"stayed_up({', '.join(services)})")
+def _last_heal(h: History, **_: object) -> float | None:
+    """The readings must reach past the last heal: read once a second, a test whose fault
+    lasted less than that could end before any reading came (CI at 5293019 on sglang-cpu:
+    hostile requests refused within 0.4 s, the reading at +0.74 s judged absent)."""
+    return h.last_heal_t()
+
+
+@verdict(lambda services, **_: f"stayed_up({', '.join(services)})", window=Window(_last_heal, lambda **_: (PROCS,)))
 def stayed_up(h: History, services: tuple[str, ...]) -> Finding:
     """Each of ``services`` kept its main process from its first reading to the last: it
     neither crashed nor was restarted (a duplicate bootstrap room crashed both schedulers of
