@@ -18,6 +18,7 @@ input is in docs/hostile-input.md.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
@@ -36,8 +37,12 @@ from chaos.observe.history import History
 from chaos.observe.pipeline import ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
 from chaos.observe.records import Complete, Outcome, Phase
 from chaos.run.skips import SkipKind, skip
+from chaos.system.wait import wait_until
 
 pytestmark = [pytest.mark.fault("client")]
+
+CANARY_QUIET_S = 2.0  # no dial for this long: decode has given the address up
+CANARY_GIVES_UP_S = 40.0  # decode's route fetch: 15 attempts, 1 to 5 s each (14 s seen)
 
 SERVICES = ("prefill", "decode", "router")
 CONVERSATION = dict(agents=2, rounds=2, words_per_round=40, max_tokens=16)
@@ -88,6 +93,19 @@ def canary(scenario):
         skip(SkipKind.TARGET, "the stack names no canary port (an attach stack file's endpoints.canary)")
     with Canary(scenario.history, url) as listening:
         yield listening
+        # decode retries an address it was told for seconds after the request that named it
+        # (its route fetch: 15 attempts at least 1 s apart): the test ends once the canary is
+        # quiet, so that no dial of its aftermath lands in the next test's canary (the kill
+        # matrix's clean run at 21910f9: test_hostile_requests_are_refused_clearly counted 4
+        # dials, the first 0.5 s before its fault, right after the engines-direct test)
+        last = [listening.dials, time.monotonic()]
+
+        def quiet() -> bool:
+            if listening.dials != last[0]:
+                last[:] = [listening.dials, time.monotonic()]
+            return time.monotonic() - last[1] >= CANARY_QUIET_S
+
+        wait_until(quiet, timeout_s=CANARY_GIVES_UP_S, what="decode to stop dialing the canary")
 
 
 def test_hostile_requests_are_refused_clearly(scenario, workload, faults, bounds, canary):
