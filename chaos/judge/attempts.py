@@ -71,6 +71,7 @@ class End(NamedTuple):
 
     by: str
     after_s: float | None = None
+    at: float | None = None  # when the engine logged it (history time), where it did
 
     @property
     def by_a_backstop(self) -> bool:
@@ -88,7 +89,7 @@ def _end(ev: LogEvent | None) -> End:
     if ev.fields["state"] == SERVED:
         return End("served")
     found = released_by(ev)
-    return End(*found) if found else End("failed")
+    return End(*found, at=ev.t) if found else End("failed", at=ev.t)
 
 
 def endings(h: History, ops: Collection[str], service: str = "decode") -> dict[str, list[End]]:

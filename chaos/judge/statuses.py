@@ -33,6 +33,9 @@ __all__ = ["client_errors_refused", "statuses_tell_the_truth"]
 RETRY = frozenset({408, 429})  # 4xx statuses that say "try again": a timeout, too many requests
 TIMEOUT_STATUSES = frozenset({408, 504})
 TIMEOUT_WORDS = ("timed out", "timeout")
+# how much later than the answer an engine's log line may be stamped (its flush) and still
+# be what the answer tells
+ANSWER_SLACK_S = 0.5
 OVERLOAD = frozenset({429, 503})  # "not now": each must say when (Retry-After)
 # what names a hop in an error: a service of the path, or the address of the one that failed
 HOP = re.compile(r"\b(prefill|decode|router|bootstrap|kv|transfer|worker)s?\b|https?://[\w.\[\]:-]+", re.IGNORECASE)
@@ -82,11 +85,16 @@ def statuses_tell_the_truth(h: History, *, phase: Phase | None = None) -> Findin
     ops = [o.invoke.op for o in answered]
     # the answer comes from a request's last attempt at each engine: an earlier one a timeout
     # released and a retry then failed otherwise (a circuit opened) is told by that retry
+    # and only a release logged by the time the answer came can be what the answer tells: a
+    # stream decode's death ended, whose room prefill's bootstrap timeout let go 3 s later,
+    # was not ended by that timeout (explore, seed 1, episode 2, at 8ad3c21)
+    answered_at = {o.invoke.op: o.complete.t for o in answered}
     released: dict[str, set[str]] = {op: set() for op in ops}
     for service in ("prefill", "decode"):
         for op, ends in endings(h, ops, service).items():
-            if ends and ends[-1].by_a_backstop:
-                released[op].add(ends[-1].by)
+            last = ends[-1] if ends else None
+            if last and last.by_a_backstop and (last.at is None or last.at <= answered_at[op] + ANSWER_SLACK_S):
+                released[op].add(last.by)
     found = {o.invoke.op: lie for o in answered if (lie := _lie(o, released[o.invoke.op]))}
     statuses = sorted({str(o.complete.status) for o in answered})
     if found:

@@ -19,9 +19,22 @@ def _failed(
     h.append(Complete(1.0, 0.0, name, Outcome.CLEAN_ERROR, status, error, retry_after=retry_after))
 
 
-def _released_by_the_waiting_timeout(h: History, name: str, rid: str = "r1") -> None:
+def _released_by_the_waiting_timeout(h: History, name: str, rid: str = "r1", at: float = 0.9) -> None:
     fields = parse_engine_line(PDSIM_WAITING) | {"rid": rid}
-    h.append(LogEvent(0.9, "decode", PDSIM_WAITING, op=name, fields=fields))
+    h.append(LogEvent(at, "decode", PDSIM_WAITING, op=name, fields=fields))
+
+
+def test_a_release_logged_after_the_answer_is_not_what_it_tells():
+    """The answer came at 1.0 s: a timeout's release logged 3 s later (decode's death ended
+    the stream; the timeout let its room go after) is not what the answer had to tell; one
+    logged just before it is."""
+    later, before = History(), History()
+    for h, at in ((later, 4.0), (before, 0.9)):
+        _failed(h, "a", 200, "Stream error: error decoding response body")
+        _released_by_the_waiting_timeout(h, "a", at=at)
+    check = v.statuses_tell_the_truth()
+    assert check(later).status is v.Status.PASS
+    assert check(before).status is v.Status.FAIL and check(before).evidence.values["kinds"] == ["timeout_untold"]
 
 
 def test_the_clients_own_error_is_a_4xx_and_no_other_failure_is():
