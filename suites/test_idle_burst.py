@@ -15,6 +15,7 @@ the stack serves on.
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from chaos.judge.declare import verdict
 from chaos.judge.model import Finding, failed, passed, unknown
 from chaos.judge.ops import completed, label
 from chaos.observe.history import History
+from chaos.observe.phases import fault_spans
 from chaos.observe.pipeline import ENGINE_QUEUES, KV_IN_USE, ROUTER_INFLIGHT
 from chaos.observe.records import Done, FaultEvent, Outcome, Phase, Stage
 from chaos.run.session import IDLE
@@ -34,22 +36,14 @@ AGENTS = 4
 # past every 5 s expiry in the path (SGLang's keep-alive, httpx's pool, Mooncake#4209's
 # lanes), and past smg's 50 s pool; a nightly run adds a longer one (--idle 10m)
 IDLES_S = (6.0, 55.0)
-WARM, REFERENCE = 0, 1  # round 0 meets whatever idle came before the test; round 1 follows it at once
+REFERENCE = 1  # round 0 warms up, meeting whatever idle came before the test; round 1 follows it at once
 GAUGES = ENGINE_QUEUES + KV_IN_USE + ROUTER_INFLIGHT
 
 
 def _idles(h: History) -> list[tuple[float, float]]:
-    """Each idle as (when it began, when it was over), in order."""
-    began: dict[str, float] = {}
-    spans = []
-    for f in h.of(FaultEvent):
-        if f.action != "idle":
-            continue
-        if f.stage is Stage.INJECT:
-            began[f.fault] = f.t
-        elif f.stage is Stage.HEALED and f.fault in began:
-            spans.append((began[f.fault], f.t))
-    return sorted(spans)
+    """Each idle that ended as (when it began, when it was over), in order."""
+    spans = fault_spans((f for f in h.of(FaultEvent) if f.action == "idle"), ends=(Stage.HEALED,))
+    return sorted((start, over) for start, over in spans if over != math.inf)
 
 
 def _first_byte_s(o: Done) -> float | None:

@@ -151,24 +151,34 @@ class Conversation:
 
     def join(self) -> dict[str, list[Complete]]:
         """Wait for every agent; bounded, since each request is bounded by its deadlines."""
-        self.replies = self._runner.join(
-            self.rounds * (self.retries + 1) * (self.deadlines.ends_within_s + self.retry_wait_s) + 5
-        )
+        self.replies = self._runner.join(self.rounds * self._round_s + 5)
         return self.replies
+
+    @property
+    def _round_s(self) -> float:
+        """The longest one round of one agent may take: each attempt to its deadline."""
+        return (self.retries + 1) * (self.deadlines.ends_within_s + self.retry_wait_s)
+
+    def _opening(self, name: str) -> tuple[Client, random.Random, list[dict[str, str]]]:
+        """Agent ``name``'s keep-alive client, its seeded words and its conversation so far."""
+        client = Client(self.workload.base_url, self.workload.history, self.deadlines)
+        return (
+            client,
+            random.Random(f"{self.workload.seed}:{name}"),
+            [{"role": "system", "content": f"You are {name}."}],
+        )
 
     def run(self) -> dict[str, list[Complete]]:
         return self.start().join()
 
     def _agent(self, name: str) -> list[Complete]:
-        rng = random.Random(f"{self.workload.seed}:{name}")
-        client = Client(self.workload.base_url, self.workload.history, self.deadlines)
-        messages: list[dict[str, str]] = [{"role": "system", "content": f"You are {name}."}]
+        client, rng, messages = self._opening(name)
         out: list[Complete] = []
         try:
             for rnd in range(self.rounds):
                 if self.before_each is not None:
                     self.before_each(rnd)
-                reply = self._turn(client, name, rng, messages, rnd)
+                reply = self._turn(client, rng, messages, rnd, name=name)
                 out.append(reply)
                 if not reply.ok:
                     break  # the harness gives up this conversation
@@ -177,7 +187,7 @@ class Conversation:
         return out
 
     def _turn(
-        self, client: Client, name: str, rng: random.Random, messages: list[dict[str, str]], rnd: int
+        self, client: Client, rng: random.Random, messages: list[dict[str, str]], rnd: int, *, name: str
     ) -> Complete:
         """One round of agent ``name``: new text on the conversation so far, sent (retried on
         ``retry_on``); the reply joins ``messages`` where it succeeded."""
@@ -212,26 +222,22 @@ class Conversation:
         has returned (in the caller's thread: an idle held, say) and every agent's round
         ``r - 1`` has ended; each agent on its own keep-alive connection. An agent whose
         round failed gives its conversation up, as ``run``'s do."""
-        names = [f"agent{i}" for i in range(self.agents)]
-        clients = {n: Client(self.workload.base_url, self.workload.history, self.deadlines) for n in names}
-        rngs = {n: random.Random(f"{self.workload.seed}:{n}") for n in names}
-        messages: dict[str, list[dict[str, str]]] = {n: [{"role": "system", "content": f"You are {n}."}] for n in names}
-        self.replies = {n: [] for n in names}
-        live = list(names)
-        turn_s = (self.retries + 1) * (self.deadlines.ends_within_s + self.retry_wait_s) + 5
+        agents = {f"agent{i}": self._opening(f"agent{i}") for i in range(self.agents)}
+        self.replies = {n: [] for n in agents}
+        live = list(agents)
         try:
             for rnd in range(self.rounds):
                 if not live:
                     break
                 between(rnd)
-                burst = Background({n: partial(self._turn, clients[n], n, rngs[n], messages[n], rnd) for n in live})
-                for n, reply in burst.join(turn_s).items():
+                burst = Background({n: partial(self._turn, *agents[n], rnd, name=n) for n in live})
+                for n, reply in burst.join(self._round_s + 5).items():
                     self.replies[n].append(reply)
                     if not reply.ok:
                         live.remove(n)
         finally:
-            for c in clients.values():
-                c.close()
+            for client, _, _ in agents.values():
+                client.close()
         return self.replies
 
 

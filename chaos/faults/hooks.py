@@ -13,6 +13,7 @@ import psutil
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.base import Fault
+from chaos.faults.started import read_started
 from chaos.targets.base import ENGINES, Target
 from chaos.targets.stack import FailureHooks
 
@@ -45,13 +46,7 @@ class EngineHooks(Fault):
             raise FaultNotApplied("the stack's engines were started without SGLang's failure hooks")
         seen = []
         for engine in ENGINES:
-            pid = self.target.main_pid(engine)
-            if pid is None:
-                raise FaultNotApplied(f"{engine}'s process cannot be read on this host: its hooks are unproven")
-            try:
-                env = psutil.Process(pid).environ()  # as the process started
-            except psutil.Error as exc:
-                raise FaultNotApplied(f"{engine}'s environment (pid {pid}) cannot be read: {exc}") from exc
+            pid, env = read_started(self.target, engine, "environment", psutil.Process.environ)
             wrong = {var: env.get(var) for var, value in want.items() if env.get(var) != value}
             if wrong:
                 raise FaultNotApplied(f"{engine} (pid {pid}) started without the hooks: {wrong}")

@@ -13,6 +13,7 @@ import psutil
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.base import Fault
+from chaos.faults.started import read_started
 from chaos.targets.base import Target
 
 __all__ = ["MismatchedPages"]
@@ -50,13 +51,7 @@ class MismatchedPages(Fault):
         whose engines agree is a rig error, not a run that tested a mismatch."""
         if not self.page_size:
             raise FaultNotApplied("the stack's decode was started with the default page size, as prefill")
-        pid = self.target.main_pid("decode")
-        if pid is None:
-            raise FaultNotApplied("decode's process cannot be read on this host: its page size is unproven")
-        try:
-            cmdline = psutil.Process(pid).cmdline()
-        except psutil.Error as exc:
-            raise FaultNotApplied(f"decode's command line (pid {pid}) cannot be read: {exc}") from exc
+        pid, cmdline = read_started(self.target, "decode", "command line", psutil.Process.cmdline)
         seen = _page_size(cmdline)
         if seen != str(self.page_size):
             raise FaultNotApplied(f"decode (pid {pid}) started with --page-size {seen}, not {self.page_size}")
