@@ -128,11 +128,11 @@ def diagnose(
     client's path while the router's own succeeds; otherwise no problem."""
     by = {s.hop: s for s in stats}
     holding = [f"{s.hop} max {_fmt(s.max)} last {_fmt(s.last)} ({s.shape})" for s in stats if s.max]
-    engines_idle = all(not by[h].max for h in ENGINE_HOPS if h in by) and not any(
-        s in unreachable for s in ("prefill", "decode")
-    )
+    engines_idle = all(not by[h].max for h in ENGINE_HOPS if h in by) and not any(s != "router" for s in unreachable)
 
-    for service in ("decode", "prefill", "router"):
+    # decodes, then prefills, then the router: every engine of a topology (decode2 among them)
+    order = sorted(unreachable, key=lambda s: (("decode", "prefill", "router").index(s.rstrip("0123456789")), s))
+    for service in order:
         if service in unreachable:
             # the hop its open requests sit in, from its last answered samples or its log
             hops = [s.hop for s in stats if s.source == service and s.max] + [

@@ -102,7 +102,7 @@ def run_doctor(
     samples = {name: sum(1 for s in history.of(Sample) if s.source == name) for name in urls}
     unreachable = {
         name: f"{len(sampler.failures[name])} of {len(sampler.failures[name]) + samples[name]} scrapes failed"
-        for name in ("router", "prefill", "decode")
+        for name in ("router", *target.info.topology.engines)
         if samples[name] == 0
     }
     stats = [
@@ -112,7 +112,7 @@ def run_doctor(
 
     since = logs_since if logs_since is not None else started - 600.0
     logs = {}
-    for service in ("router", "prefill", "decode"):
+    for service in ("router", "prefill", "decode"):  # the first pair's: the hops' statistics are theirs
         try:
             logs[service] = target.logs(service)
         except Exception:  # logs are evidence when reachable, never a reason to fail the look

@@ -45,7 +45,7 @@ class EngineHooks(Fault):
         if not want:
             raise FaultNotApplied("the stack's engines were started without SGLang's failure hooks")
         seen = []
-        for engine in ENGINES:
+        for engine in self.target.info.topology.engines:
             pid, env = read_started(self.target, engine, "environment", psutil.Process.environ)
             wrong = {var: env.get(var) for var, value in want.items() if env.get(var) != value}
             if wrong:

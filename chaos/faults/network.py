@@ -20,8 +20,9 @@ import httpx
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, ToxiproxyError
 from chaos.faults.base import Fault
+from chaos.system.topology import link_ends
 from chaos.system.wait import PROBE
-from chaos.targets.base import ENGINES, Capability, Target
+from chaos.targets.base import Capability, Target
 from chaos.targets.toxiproxy import Toxic, ToxiproxyClient
 
 __all__ = ["ProxyDown", "ToxicFault", "enable_proxy", "remove_toxic", "toxiproxy_restarter"]
@@ -84,8 +85,8 @@ _PROBE_TIMEOUT_S = 1.0
 
 def _link_ends(proxy: str) -> tuple[str, ...]:
     """The engines a broken link strikes: both ends of a link between them (bootstrap,
-    control, kv); none for the client's link to the router."""
-    return () if proxy == "client_router" else ENGINES
+    control, kv; ``kv2`` ends at decode2); none for the client's link to the router."""
+    return () if proxy == "client_router" else link_ends(proxy)
 
 
 def _probe(url: str, timeout_s: float) -> tuple[str, float]:

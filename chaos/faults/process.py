@@ -7,8 +7,9 @@ import time
 
 from chaos.errors import FaultNotApplied, FaultNotHealed, TargetError
 from chaos.faults.base import Fault
+from chaos.system.topology import is_engine
 from chaos.system.wait import wait_until
-from chaos.targets.base import ENGINES, Target
+from chaos.targets.base import Target
 
 __all__ = ["Freeze", "Kill", "Restart", "Terminate"]
 
@@ -20,7 +21,7 @@ class _ServiceFault(Fault):
 
     @property
     def implicates(self) -> tuple[str, ...]:
-        return (self.service,) if self.service in ENGINES else ()
+        return (self.service,) if is_engine(self.service) else ()
 
 
 def _start_again(target: Target, service: str) -> None:

@@ -34,8 +34,10 @@ __all__ = [
     "SCHEDULER_PASS_S",
     "STATE_HOP",
     "TERMINAL_STATES",
+    "WORKER_HEALTHY",
     "Hop",
     "Metric",
+    "on_engines",
 ]
 
 SCHEDULER_PASS_S = 1.0  # an engine's scheduler loop acts on a finished or aborted request within this
@@ -56,6 +58,16 @@ class Metric(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.source}:{self.name}"
+
+
+def on_engines(metrics: "tuple[Metric, ...] | list[Metric]", engines: "tuple[str, ...]") -> tuple[Metric, ...]:
+    """``metrics`` of the first prefill and decode, read on every engine of their kind among
+    ``engines`` (a topology's: ``prefill2``'s queues as ``prefill``'s); the rest as they are."""
+    out: list[Metric] = []
+    for m in metrics:
+        kin = [e for e in engines if e.rstrip("0123456789") == m.source] if m.source in ("prefill", "decode") else []
+        out += [Metric(e, m.name) for e in kin] or [m]
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -160,6 +172,8 @@ CIRCUIT_FAILURES = Metric(
 CIRCUIT_TRANSITIONS = Metric(
     "router", "smg_worker_cb_transitions_total"
 )  # per worker and state entered (.at(url, "open")): a circuit opened
+
+WORKER_HEALTHY = Metric("router", "smg_worker_health")  # per worker (.at(url)): 1 while smg routes to it, 0 once out
 
 HOPS: tuple[str, ...] = tuple(
     h.name for h in PIPELINE

@@ -47,6 +47,7 @@ from chaos.errors import TargetError
 from chaos.observe.history import History
 from chaos.observe.records import Sample
 from chaos.system.limits import waiting
+from chaos.system.topology import is_engine
 
 __all__ = [
     "HEALTH",
@@ -184,7 +185,8 @@ def metrics_urls(endpoints: dict[str, str]) -> dict[str, tuple[str, ...]]:
             endpoints[engine] + "/metrics",
             *([endpoints[f"{engine}_loads"]] if f"{engine}_loads" in endpoints else []),
         )
-        for engine in ("prefill", "decode")
+        for engine in endpoints
+        if is_engine(engine)  # every engine of the stack's topology
     }
     urls["router"] = (
         endpoints["router_metrics"],

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from chaos.observe.history import History
 from chaos.observe.pipeline import BEFORE_ROUTER, HOPS, STATE_HOP, TERMINAL_STATES
 from chaos.observe.records import LogEvent, Outcome
+from chaos.system.topology import is_engine, kind_of
 
 __all__ = ["StuckRow", "where_stuck"]
 
@@ -35,19 +36,27 @@ def _lines_by_op(history: History) -> dict[str, list[LogEvent]]:
 
 
 def _engine_stages(evs: list[LogEvent]) -> dict[str, tuple[str, str, float]]:
-    """Per engine: (hop of the last non-terminal state, the terminal state that followed it
-    or "" while the engine still holds the request, t)."""
+    """Per engine (every one of a topology's: ``decode2`` passes decode's hops): (hop of the
+    last non-terminal state, the terminal state that followed it or "" while the engine still
+    holds the request, t)."""
     out: dict[str, tuple[str, str, float]] = {}
     for e in evs:
-        if e.service == "router":
+        if e.service == "router" or not is_engine(e.service):
             continue
-        state = e.fields.get("state", "")
+        kind, state = kind_of(e.service), e.fields.get("state", "")
         if state in TERMINAL_STATES:
-            hop, _, _ = out.get(e.service, (STATE_HOP.get((e.service, "open"), e.service), "", e.t))
+            hop, _, _ = out.get(e.service, (STATE_HOP.get((kind, "open"), kind), "", e.t))
             out[e.service] = (hop, state, e.t)
-        elif (e.service, state) in STATE_HOP:
-            out[e.service] = (STATE_HOP[(e.service, state)], "", e.t)
+        elif (kind, state) in STATE_HOP:
+            out[e.service] = (STATE_HOP[(kind, state)], "", e.t)
     return out
+
+
+def _on(hop: str, stages: dict[str, tuple[str, str, float]]) -> str:
+    """``hop``, naming the engine it is on where that is a topology's second of a kind."""
+    engines = sorted(svc for svc, (h, _, _) in stages.items() if h == hop)
+    numbered = [e for e in engines if e != kind_of(e)]
+    return f"{hop} ({', '.join(engines)})" if numbered else hop
 
 
 def where_stuck(history: History) -> list[StuckRow]:
@@ -70,10 +79,13 @@ def where_stuck(history: History) -> list[StuckRow]:
             ev.append("router: " + ("finished it" if router_finished else "started it, never finished"))
         open_hops = [hop for hop, end, _ in stages.values() if not end]
         if open_hops:
-            hop = min(open_hops, key=HOPS.index)
+            hop = _on(min(open_hops, key=HOPS.index), {s: v for s, v in stages.items() if not v[1]})
         elif stages:  # every engine ended it: it failed there, or was lost after them
-            failed = [hop for hop, end, _ in stages.values() if end in ("failed", "aborted")]
-            hop = min(failed, key=HOPS.index) if failed else ("router" if not router_finished else BEFORE_ROUTER)
+            failed = {s: v for s, v in stages.items() if v[1] in ("failed", "aborted")}
+            if failed:
+                hop = _on(min((h for h, _, _ in failed.values()), key=HOPS.index), failed)
+            else:
+                hop = "router" if not router_finished else BEFORE_ROUTER
         elif router_started:
             hop = "router"
             ev.append("no engine logged it")

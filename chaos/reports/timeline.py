@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt
 
 from chaos.observe.history import History
 from chaos.observe.pipeline import PIPELINE
-from chaos.observe.records import FaultEvent, Outcome, Stage
+from chaos.observe.records import FaultEvent, Outcome, Sample, Stage
+from chaos.system.topology import is_engine, kind_of
 
 __all__ = ["render_timeline"]
 
@@ -67,11 +68,18 @@ def render_timeline(history: History, path: Path, *, title: str = "") -> Path:
     lanes.set_ylim(-1, max(len(ops), 1) + 1.5)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for o, c in COLORS.items() if o is not None]
     lanes.legend(handles, [o.value for o in COLORS if o is not None], fontsize=7, loc="upper left", ncol=6)
+    engines = sorted({s.source for s in history.of(Sample) if is_engine(s.source)})
     for hop in PIPELINE:
-        series = history.series(*hop.gauge) if hop.gauge else []
-        if series:
-            ts, vs = zip(*series, strict=True)
-            gauges.step(ts, vs, where="post", label=hop.label, linewidth=1.2)
+        if hop.gauge is None:
+            continue
+        # every engine of the hop's kind (a topology's second one too), named where there are two
+        kin = [e for e in engines if kind_of(e) == hop.service] or [hop.service]
+        for engine in kin:
+            series = history.series(engine, hop.gauge.name)
+            if series:
+                ts, vs = zip(*series, strict=True)
+                label = f"{engine}: {hop.label}" if len(kin) > 1 else hop.label
+                gauges.step(ts, vs, where="post", label=label, linewidth=1.2)
     gauges.set_ylabel("gauge value")
     gauges.set_xlabel("seconds since the test began")
     if gauges.get_legend_handles_labels()[0]:

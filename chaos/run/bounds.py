@@ -37,6 +37,13 @@ class Bounds:
     forward_s: float
     recovery_s: float
     restart_s: float
+    # smg's health checks (its defaults where unset): every interval, a worker out after
+    # failure_threshold failed ones in a row, each failing by its timeout at the latest, and
+    # back after success_threshold good ones
+    health_interval_s: float = 60.0
+    health_failure_threshold: int = 3
+    health_success_threshold: int = 2
+    health_timeout_s: float = 5.0
 
     @property
     def quiet_s(self) -> float:
@@ -71,6 +78,21 @@ class Bounds:
         connection is refused at once). Sooner, it gave up on fewer misses than it is set to."""
         misses = max(self.heartbeat_max_failure, 1)
         return (misses - 1) * max(self.heartbeat_interval_s, 2.0) + misses * each_miss_s
+
+    def drops_worker_s(self, each_check_s: float) -> float:
+        """How long after a worker stopped answering the router may still send it requests:
+        ``health_failure_threshold`` checks in a row must fail, one an interval, each failing
+        after ``each_check_s`` (0 where its connection is refused; up to the check timeout
+        where it hangs), plus the slack."""
+        misses = max(self.health_failure_threshold, 1)
+        return misses * (self.health_interval_s + min(each_check_s, self.health_timeout_s)) + self.slack_s
+
+    @property
+    def takes_back_s(self) -> float:
+        """How long after a worker is healthy again the router may take to send it requests:
+        ``health_success_threshold`` good checks, one an interval, each as long as a forward
+        (SGLang's /health generates a token), plus the slack."""
+        return max(self.health_success_threshold, 1) * self.health_interval_s + self.forward_s + self.slack_s
 
     def patient(self, *, stall_s: float | None = None) -> Deadlines:
         """A client that waits as long as the router does (smg's request timeout, for the
@@ -110,6 +132,11 @@ class Bounds:
             disconnect_poll_s=float(t["disconnect_poll_s"]),
             router_timeout_s=float(c["router_request_timeout_s"]),
             router_max_retries=int(c.get("router_max_retries", 5)),  # smg's default
+            # smg's defaults where the stack does not say (60 s: its check interval)
+            health_interval_s=float(c.get("router_health_check_interval_s", 60)),
+            health_failure_threshold=int(c.get("router_health_failure_threshold", 3)),
+            health_success_threshold=int(c.get("router_health_success_threshold", 2)),
+            health_timeout_s=float(c.get("router_health_check_timeout_s", 5)),
             slack_s=float(c.get("slack_s", 1.5)),
             forward_s=float(c.get("forward_s", 2.0)),
             recovery_s=float(c.get("recovery_s", 10.0)),

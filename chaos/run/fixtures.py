@@ -20,7 +20,7 @@ from chaos.reports.summary import result_of, write_test_report
 from chaos.run.bounds import Bounds
 from chaos.run.run_report import add_result, outcome_of, run_dir
 from chaos.run.scenario import Scenario
-from chaos.run.session import SEED, SOAK, TARGET, xdist_worker
+from chaos.run.session import SEED, SOAK, TARGET, TOPOLOGY, xdist_worker
 from chaos.run.skips import SkipKind, skip
 from chaos.run.soak import Soak
 from chaos.run.stack_factory import StackFactory, session_defects
@@ -56,7 +56,10 @@ def stack_factory(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPath
         tmp_path_factory.mktemp("stacks"),
         worker=worker,
         record_dir=run_dir(pytestconfig) / "stacks",
-        overrides={"kv_checksum": True} if pytestconfig.getoption("--kv-checksum") else {},
+        overrides={
+            **({"kv_checksum": True} if pytestconfig.getoption("--kv-checksum") else {}),
+            **({"topology": topology} if (topology := pytestconfig.stash[TOPOLOGY]) is not None else {}),
+        },
     )
     try:
         yield factory
@@ -86,8 +89,8 @@ KNOWN_SEEN = pytest.StashKey[
 
 @pytest.fixture
 def engine_logs(stack: Target) -> LogCursor:
-    """Where the engines' and the router's logs stood when the test began."""
-    return LogCursor(stack.logs, ("prefill", "decode", "router"))
+    """Where the engines' (every one of its topology) and the router's logs stood when the test began."""
+    return LogCursor(stack.logs, (*stack.info.topology.engines, "router"))
 
 
 @pytest.fixture

@@ -22,12 +22,13 @@ import pytest
 
 from chaos.errors import ConfigError
 from chaos.explore.budget import Budget
-from chaos.run.session import EXPLORE, IDLE, SEED, SOAK, TARGET
+from chaos.run.session import EXPLORE, IDLE, SEED, SOAK, TARGET, TOPOLOGY
 from chaos.run.skips import MARKED, SkipKind
 from chaos.run.soak import Soak, parse_duration
 from chaos.system.cleanup import terminate_as_interrupt
 from chaos.system.limits import BASE_S, PhaseLimit
 from chaos.system.ports import BASES, ephemeral_overlap
+from chaos.system.topology import Topology
 from chaos.targets.base import Capability
 from chaos.targets.gpu import GPU
 from chaos.targets.registry import TARGETS, TargetChoice, reap_orphans
@@ -79,6 +80,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="start the session's stacks with the engines' KV checksum on (--disaggregation-enable-kv-checksum "
         "on both; off by default, as upstream): the local targets, compose and compose-sglang-cpu",
+    )
+    group.addoption(
+        "--topology",
+        default=None,
+        metavar="NpMd",
+        help="start the session's stacks with N prefills and M decodes (1p1d, 2p1d, 1p2d, 2p2d; default 1p1d): "
+        "faults name the first engine of each kind as prefill and decode, the others prefill2, decode2 "
+        "(embedded, sglang-cpu)",
     )
     group.addoption(
         "--stop-at-verdict",
@@ -149,6 +158,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[EXPLORE] = Budget.parse(explore) if explore else None
     except ConfigError as exc:
         raise pytest.UsageError(f"--explore: {exc}") from None
+    topology = config.getoption("--topology")
+    try:
+        config.stash[TOPOLOGY] = Topology.parse(topology) if topology else None
+    except ConfigError as exc:
+        raise pytest.UsageError(f"--topology: {exc}") from None
+    if topology and not choice.runs_topologies:
+        raise pytest.UsageError(
+            f"--topology needs a target that starts several engines of a kind: target {choice.name} cannot"
+        )
     if config.getoption("--kv-checksum") and not choice.sets_engine_options:
         raise pytest.UsageError(
             f"--kv-checksum needs a target that starts its engines with options: target {choice.name} cannot turn it on"

@@ -30,14 +30,14 @@ from chaos.errors import RigError
 from chaos.observe.growth import CHECKPOINT, Limit
 from chaos.observe.history import History
 from chaos.observe.logs import LogCursor, capture_logs
-from chaos.observe.pipeline import KV_IN_USE, Metric
+from chaos.observe.pipeline import KV_IN_USE, Metric, on_engines
 from chaos.observe.records import Phase, TriggerFired
 from chaos.observe.sampler import PROCS, PROCS_INTERVAL_S, Sampler
-from chaos.observe.triggers import Condition, Signal, gauge, log_line, received, streams_begun
+from chaos.observe.triggers import Condition, Signal, gauge, log_line, received, streaming_through, streams_begun
 from chaos.reports.growth import render_growth
 from chaos.run.bounds import Bounds
 from chaos.system.wait import HTTP_CALL_S, PROBE
-from chaos.targets.base import ENGINES, Capability, Target
+from chaos.targets.base import Capability, Target
 
 __all__ = ["QUIET_MARGIN_S", "REQUESTS_AT_WORKER", "WINDOW_GRACE_S", "NoVerdict", "Scenario"]
 
@@ -98,7 +98,8 @@ class Scenario:
         probe, a leak hidden. Returns the checks; each is reported as declared by ``settle``."""
         gauges = list(gauges)
         engines = {source for source, _ in gauges}
-        gauges = [*gauges, *(m for m in KV_IN_USE if m.source in engines and m not in gauges)]
+        kv = on_engines(KV_IN_USE, tuple(sorted(engines)))
+        gauges = [*gauges, *(m for m in kv if m.source in engines and m not in gauges)]
         added = [
             v.no_leak(gauges=gauges, within_s=within_s, since=v.Since.QUIET),
             v.recovers(within_s=self.bounds.recovery_s, ready=ready),
@@ -182,8 +183,8 @@ class Scenario:
         return self.target.info.endpoints[service]
 
     def workers(self) -> dict[str, str]:
-        """Each engine with the label smg gives its per-worker series."""
-        return {engine: self.worker(engine) for engine in ENGINES}
+        """Each engine (every one of the stack's topology) with the label smg gives its per-worker series."""
+        return {engine: self.worker(engine) for engine in self.target.info.topology.engines}
 
     def at_worker(self, metric: Metric, service: str, kind: str = "") -> Metric:
         """A per-worker router metric for one engine, e.g. its circuit breaker's state; with
@@ -204,6 +205,12 @@ class Scenario:
         the test's start): prompt however briefly the engine holds it."""
         since = self.engine_logs.began.get(service, 0) if self.engine_logs is not None else 0
         return received(self.history, service, lambda: self.target.logs(service), since)
+
+    def streaming_through(self, service: str) -> Condition:
+        """Holds while a stream ``service`` received (by its log) is open with bytes: with two
+        engines of a kind, one of them has a request in flight, whichever its twin has."""
+        since = self.engine_logs.began.get(service, 0) if self.engine_logs is not None else 0
+        return streaming_through(self.history, service, lambda: self.target.logs(service), since)
 
     def logs(self, service: str, pattern: str) -> Condition:
         """Holds once ``service`` logs a line matching ``pattern`` from now on: for what an

@@ -14,6 +14,7 @@ from chaos.run.skips import SkipKind, skip
 from chaos.system.cleanup import register, shielded, unregister
 from chaos.system.limits import activity
 from chaos.system.ports import PortAllocator
+from chaos.system.topology import Topology
 from chaos.targets.base import START_FAILURE, Target
 from chaos.targets.registry import TargetChoice
 from chaos.targets.stack import StackConfig, Timeouts
@@ -56,6 +57,9 @@ class StackFactory:
                     f"target {self.choice.name} cannot start a stack with defects, timeouts or other overrides",
                 )
             return self.choice.start(StackConfig())
+        topology = (self._overrides | overrides).get("topology")
+        if topology is not None and topology != Topology() and not self.choice.runs_topologies:
+            skip(SkipKind.TARGET, f"target {self.choice.name} runs one engine of each kind, not {topology}")
         base = self._ports.next_base()
         cfg = StackConfig(port_base=base, state_dir=self._root / f"stack-{base}", defects=defects)
         if timeouts is not None:

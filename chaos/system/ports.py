@@ -20,18 +20,20 @@ __all__ = [
     "RUN_STRIDE",
     "STACK_PORTS",
     "STRIDE",
+    "DecodePorts",
     "PortAllocator",
     "PortPlan",
+    "PrefillPorts",
     "ensure_free",
     "ephemeral_overlap",
     "ports_free",
 ]
 
 LOOPBACK = "127.0.0.1"
-STACK_PORTS = 15  # consecutive ports of one stack, from its base (PortPlan)
+STACK_PORTS = 25  # consecutive ports of one stack, from its base (PortPlan): two engines of each kind
 
-STRIDE = 16  # one stack's range: PortPlan uses STACK_PORTS (15); room for one more
-_STACKS_PER_WORKER = 40  # ranges per pytest process (per xdist worker)
+STRIDE = 32  # one stack's range: PortPlan uses STACK_PORTS (25)
+_STACKS_PER_WORKER = 20  # ranges per pytest process (per xdist worker)
 RUN_STRIDE = 2 * _STACKS_PER_WORKER * STRIDE  # one pytest process with two xdist workers: 1280 ports
 
 # Where each user of ports starts by default, one range each, so that none collides with
@@ -51,8 +53,32 @@ BASES = {
 
 
 @dataclass(frozen=True)
+class PrefillPorts:
+    """One prefill engine's ports: where it serves, and the proxies decode reaches it by."""
+
+    http: int
+    bootstrap: int  # its bootstrap server
+    bootstrap_proxy: int  # decode's way to it
+    control: int  # pdsim's control link (SGLang picks its ZMQ port itself)
+    control_proxy: int
+    dist: int  # SGLang's torch.distributed port (--nccl-port)
+
+
+@dataclass(frozen=True)
+class DecodePorts:
+    """One decode engine's ports: where it serves, and the proxy prefills' KV reaches it by."""
+
+    http: int
+    kv: int  # pdsim's KV server (SGLang's Mooncake picks its ports itself)
+    kv_proxy: int
+    dist: int
+
+
+@dataclass(frozen=True)
 class PortPlan:
-    """Every port of one stack, from one base, so stacks can run side by side."""
+    """Every port of one stack, from one base, so stacks can run side by side. The first
+    engine of each kind has the named ports below; a second one (``chaos.system.topology``)
+    takes ports from ``base + 15`` (``prefill_at(1)``, ``decode_at(1)``)."""
 
     base: int
 
@@ -78,6 +104,29 @@ class PortPlan:
     # server, watched by the rig's canary (chaos.observe.canary); the engines reach it on
     # the host's loopback, or through the bridge where they run in a namespace
     canary = property(lambda s: s.base + 14)
+
+    def prefill_at(self, index: int) -> PrefillPorts:
+        """The ports of prefill number ``index`` (from 0)."""
+        if index == 0:
+            return PrefillPorts(
+                self.prefill,
+                self.prefill_bootstrap,
+                self.bootstrap,
+                self.prefill_control,
+                self.control,
+                self.prefill_dist,
+            )
+        if index == 1:
+            return PrefillPorts(*range(self.base + 15, self.base + 21))
+        raise ConfigError(f"a stack's ports hold two prefills, not {index + 1}")
+
+    def decode_at(self, index: int) -> DecodePorts:
+        """The ports of decode number ``index`` (from 0)."""
+        if index == 0:
+            return DecodePorts(self.decode, self.decode_kv, self.kv, self.decode_dist)
+        if index == 1:
+            return DecodePorts(*range(self.base + 21, self.base + 25))
+        raise ConfigError(f"a stack's ports hold two decodes, not {index + 1}")
 
     def all(self) -> list[int]:
         return list(range(self.base, self.base + STACK_PORTS))

@@ -11,6 +11,7 @@ from typing import Callable
 import httpx
 
 from chaos.errors import TargetError
+from chaos.system.topology import is_engine
 from chaos.system.wait import HTTP_CALL_S, PROBE, http_ok, wait_until
 from chaos.targets.stack import StackInfo
 from chaos.targets.toxiproxy import ToxiproxyClient
@@ -20,19 +21,16 @@ __all__ = ["create_proxies", "last_line", "ready_url", "served_model", "wait_rea
 
 def ready_url(info: StackInfo, service: str) -> str:
     e = info.endpoints
-    return {
-        "toxiproxy": f"{e.get('toxiproxy', '')}/version",
-        "prefill": f"{e['prefill']}/health",
-        "decode": f"{e['decode']}/health",
-        "router": f"{e['router']}/readiness",
-    }[service]
+    if is_engine(service):
+        return f"{e[service]}/health"
+    return {"toxiproxy": f"{e.get('toxiproxy', '')}/version", "router": f"{e['router']}/readiness"}[service]
 
 
 # Real SGLang's /health runs a one-token generation and waits 1 s before its first look at
 # the result (http_server.py), so an engine probe must allow more than that; pdsim answers
 # at once. The generation is kept (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION stays true):
 # it is what tells a live scheduler from a wedged one, for smg's checks too.
-PROBE_S = {"prefill": 5.0, "decode": 5.0}
+ENGINE_PROBE_S = 5.0
 
 
 def wait_ready(
@@ -44,7 +42,7 @@ def wait_ready(
     def ready() -> bool:
         if not alive():
             raise TargetError(f"{service} exited during startup: {why_dead()}")
-        return http_ok(url, timeout_s=PROBE_S.get(service, 1.0))
+        return http_ok(url, timeout_s=ENGINE_PROBE_S if is_engine(service) else 1.0)
 
     wait_until(ready, timeout_s=timeout_s, what=f"{service} ready at {url}", interval_s=0.05)
 

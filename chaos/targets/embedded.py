@@ -4,6 +4,10 @@
                                       +--> decode  (HTTP)      decode --[control]---> prefill control
                                                                prefill --[kv]-------> decode kv
 
+A larger topology (``StackConfig.topology``: ``prefill2``, ``decode2``) runs each engine
+the same way, behind proxies of its own (``bootstrap2``, ``control2``, ``kv2``); smg is
+given every worker.
+
 ``up()`` returns once smg's ``/readiness`` is 200 and one real request through
 ``client_router`` succeeded. Every service runs in its own process group; ``down()``
 stops them all, and so does the ``pdchaos down`` of another process via stack.json.
@@ -23,6 +27,7 @@ from chaos.errors import ConfigError, TargetError
 from chaos.system.ports import ensure_free
 from chaos.system.procs import ProcSpec, alive, proc_state, signal_group, spawn, stop_group, stop_groups
 from chaos.system.tools import smg_binary, toxiproxy_binary
+from chaos.system.topology import Topology, is_engine
 from chaos.system.wait import wait_until
 from chaos.targets.base import ENGINES, SERVICES, Capability
 from chaos.targets.bringup import create_proxies, last_line, wait_ready, warm_up
@@ -44,6 +49,7 @@ class EmbeddedStack:
 
     KIND = "embedded"
     LINKS: tuple[str, ...] = PROXIES
+    # one of each engine; a larger topology starts every engine of a kind where its first goes
     START_ORDER: tuple[str, ...] = ("toxiproxy", "prefill", "decode", "router")
     # kv_verified only where the stack's engines check their KV (kv_checksum); no packets to
     # send twice on Toxiproxy's links
@@ -65,7 +71,7 @@ class EmbeddedStack:
         stack = cls(info)
         specs = cls._specs(cfg, ports, state_dir)
         try:
-            for wave in cls._waves():
+            for wave in cls._waves(cfg.topology):
                 for name in wave:
                     stack._spawn(specs[name])
                 for name in wave:
@@ -79,14 +85,19 @@ class EmbeddedStack:
         return stack
 
     @classmethod
-    def _waves(cls) -> list[tuple[str, ...]]:
-        """``START_ORDER`` in groups that start side by side: the engines need nothing of
+    def start_order(cls, topology: Topology) -> tuple[str, ...]:
+        """``START_ORDER`` with every engine of ``topology`` in its kind's place."""
+        return tuple(n for name in cls.START_ORDER for n in (topology.of_kind(name) if name in ENGINES else (name,)))
+
+    @classmethod
+    def _waves(cls, topology: Topology) -> list[tuple[str, ...]]:
+        """``start_order`` in groups that start side by side: the engines need nothing of
         each other until a request comes (decode meets prefill per request, at its bootstrap
         server), so they start together (a warm SGLang-on-CPU stack: up in 51 s, 60 s one
         engine after the other, on 2 cores); every other service waits for those before it."""
         waves: list[tuple[str, ...]] = []
-        for name in cls.START_ORDER:
-            if name in ENGINES and waves and waves[-1][0] in ENGINES:
+        for name in cls.start_order(topology):
+            if is_engine(name) and waves and is_engine(waves[-1][0]):
                 waves[-1] += (name,)
             else:
                 waves.append((name,))
@@ -133,11 +144,9 @@ class EmbeddedStack:
                     "--port",
                     str(ports.router),
                     "--pd-disaggregation",
-                    "--prefill",
-                    _url(ports.prefill),
-                    str(ports.bootstrap),
-                    "--decode",
-                    _url(ports.decode),
+                    *cls._workers(cfg.topology, ports),
+                    "--policy",
+                    cfg.router_policy,
                     "--prometheus-host",
                     LOOPBACK,
                     "--prometheus-port",
@@ -152,6 +161,16 @@ class EmbeddedStack:
                     str(cfg.router_max_retries),
                     "--health-check-interval-secs",
                     str(cfg.router_health_check_interval_s),
+                    "--health-failure-threshold",
+                    str(cfg.router_health_failure_threshold),
+                    "--health-success-threshold",
+                    str(cfg.router_health_success_threshold),
+                    "--health-check-timeout-secs",
+                    str(cfg.router_health_check_timeout_s),
+                    "--load-monitor-interval",
+                    str(cfg.router_load_monitor_interval_s),
+                    "--worker-overload-waiting-requests",
+                    str(cfg.router_overload_waiting_requests),
                     "--max-concurrent-requests",
                     str(cfg.router_max_concurrent_requests),
                     "--queue-size",
@@ -167,8 +186,20 @@ class EmbeddedStack:
         }
 
     @staticmethod
+    def _workers(topology: Topology, ports: PortPlan) -> list[str]:
+        """smg's worker flags: each prefill with the bootstrap port decode reaches it by (its
+        proxy), each decode."""
+        flags: list[str] = []
+        for i in range(topology.prefills):
+            p = ports.prefill_at(i)
+            flags += ["--prefill", _url(p.http), str(p.bootstrap_proxy)]
+        for i in range(topology.decodes):
+            flags += ["--decode", _url(ports.decode_at(i).http)]
+        return flags
+
+    @staticmethod
     def _engine_specs(cfg: StackConfig, ports: PortPlan, logs: Path) -> dict[str, ProcSpec]:
-        """pdsim prefill and decode, their control and kv links through Toxiproxy."""
+        """pdsim prefills and decodes, their control and kv links through Toxiproxy."""
         engine_env = (
             cfg.timeouts.to_env() | cfg.hooks.to_env() | {"PDSIM_DEFECTS": cfg.defects, "PYTHONUNBUFFERED": "1"}
         )
@@ -180,50 +211,31 @@ class EmbeddedStack:
             "--max-running-requests", str(cfg.max_running_requests),
             *(("--disaggregation-enable-kv-checksum",) if cfg.kv_checksum else ()),
         ]  # fmt: skip
-        return {
-            "prefill": ProcSpec(
-                "prefill",
-                (
-                    py,
-                    "-m",
-                    "pdsim",
-                    "--mode",
-                    "prefill",
-                    "--port",
-                    str(ports.prefill),
-                    "--disaggregation-bootstrap-port",
-                    str(ports.prefill_bootstrap),
-                    "--control-port",
-                    str(ports.prefill_control),
-                    "--control-advertise",
-                    f"{LOOPBACK}:{ports.control}",
-                    *common,
-                ),
-                engine_env,
-                logs / "prefill.log",
-            ),
-            "decode": ProcSpec(
-                "decode",
-                (
-                    py,
-                    "-m",
-                    "pdsim",
-                    "--mode",
-                    "decode",
-                    "--port",
-                    str(ports.decode),
-                    "--kv-port",
-                    str(ports.decode_kv),
-                    "--kv-advertise",
-                    f"{LOOPBACK}:{ports.kv}",
-                    *common,
-                    *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
-                    *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
-                ),
-                engine_env,
-                logs / "decode.log",
-            ),
-        }
+        specs: dict[str, ProcSpec] = {}
+        for i, name in enumerate(cfg.topology.prefill_names):
+            p = ports.prefill_at(i)
+            argv = (
+                py, "-m", "pdsim", "--mode", "prefill",
+                "--port", str(p.http),
+                "--disaggregation-bootstrap-port", str(p.bootstrap),
+                "--control-port", str(p.control),
+                "--control-advertise", f"{LOOPBACK}:{p.control_proxy}",
+                *common,
+            )  # fmt: skip
+            specs[name] = ProcSpec(name, argv, engine_env, logs / f"{name}.log")
+        for i, name in enumerate(cfg.topology.decode_names):
+            d = ports.decode_at(i)
+            argv = (
+                py, "-m", "pdsim", "--mode", "decode",
+                "--port", str(d.http),
+                "--kv-port", str(d.kv),
+                "--kv-advertise", f"{LOOPBACK}:{d.kv_proxy}",
+                *common,
+                *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
+                *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
+            )  # fmt: skip
+            specs[name] = ProcSpec(name, argv, engine_env, logs / f"{name}.log")
+        return specs
 
     def _launch(self, spec: ProcSpec) -> None:
         self._spawn(spec)
@@ -255,7 +267,7 @@ class EmbeddedStack:
     def down(self) -> None:
         """Stop every service at once and remove stack.json (once what a run judges is
         recorded, the order services go in decides nothing)."""
-        pids = [int(rec["pid"]) for name in self.START_ORDER if (rec := self.info.services.get(name))]
+        pids = [int(rec["pid"]) for rec in self.info.services.values()]
         try:
             stop_groups(pids, grace_s=1.0)  # smg would linger 5 s to drain
         finally:
@@ -264,8 +276,9 @@ class EmbeddedStack:
 
     # ---- the Target interface ---------------------------------------------------------------
     def _check(self, service: str) -> dict[str, object]:
-        if service not in SERVICES and service not in self.START_ORDER:
-            raise ConfigError(f"unknown service {service!r}; known: {', '.join(self.START_ORDER)}")
+        order = self.start_order(self.info.topology)
+        if service not in SERVICES and service not in order:
+            raise ConfigError(f"unknown service {service!r}; known: {', '.join(order)}")
         rec = self.info.services.get(service)
         if rec is None:
             raise TargetError(f"{service} was never started in this stack")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from chaos.errors import ChaosError, ConfigError
 from chaos.system.cleanup import orphan_ledgers
 from chaos.system.gpus import GpuPool
+from chaos.system.topology import Topology
 from chaos.targets.base import Capability, Target
 from chaos.targets.gpu import GPU, GPU_DEFAULT_MODEL, GPU_STARTUP_TIMEOUT_S, GPU_STATE_CHANGE_S, GPU_WARM_UP_WORDS
 from chaos.targets.stack import StackConfig, StackInfo
@@ -74,6 +75,13 @@ class TargetChoice:
 
         return self.name in VARIANTS and VARIANTS[self.name].engine_options
 
+    @property
+    def runs_topologies(self) -> bool:
+        """Whether its stacks can run more than one engine of a kind (``StackConfig.topology``):
+        the embedded and sglang-cpu targets. Compose's files name one service of each, and
+        gpu-on-cpu runs their command lines."""
+        return self.name in ("embedded", "sglang-cpu")
+
     @cached_property
     def _attached(self) -> Target:
         """The attached deployment, its stack file read and checked once (not once per skip)."""
@@ -108,6 +116,8 @@ class TargetChoice:
         return f"target {self.name} lacks {cap.value}"
 
     def start(self, cfg: StackConfig) -> Target:
+        if cfg.topology != Topology() and not self.runs_topologies:
+            raise ConfigError(f"target {self.name} runs one engine of each kind, not {cfg.topology}")
         if self.name in LOCAL:
             return _local_class(self.name).up(cfg)
         if self.name == "attach":

@@ -38,10 +38,11 @@ from chaos.system.netns import Namespace, nfqueue_available
 from chaos.system.procs import ProcSpec, since_last_start
 from chaos.system.shm import remove_orphans
 from chaos.system.tools import REPO_ROOT
+from chaos.system.topology import is_engine, kind_of, link_ends, link_of
 from chaos.system.wait import HTTP_CALL_S, wait_until
 from chaos.targets.base import ENGINE_LINKS, REAL_SGLANG, REAL_SGLANG_LINKS, Capability
 from chaos.targets.embedded import EmbeddedStack
-from chaos.targets.stack import PortPlan, StackConfig
+from chaos.targets.stack import PortPlan, StackConfig, StackInfo
 
 __all__ = [
     "LAUNCHER",
@@ -141,8 +142,17 @@ class SGLangCPUStack(EmbeddedStack):
     KIND = "sglang-cpu"
     LINKS = REAL_SGLANG_LINKS
     START_ORDER = ("toxiproxy", "bridge", "prefill", "decode", "router") if _NETNS else EmbeddedStack.START_ORDER
-    packet_links = PACKET_LINKS
+    packet_links: tuple[str, ...] = PACKET_LINKS
     capabilities = REAL_SGLANG | PACKET_CAPABILITIES
+
+    def __init__(self, info: StackInfo) -> None:
+        super().__init__(info)
+        # each engine's own: decode2's Mooncake ports (kv2), prefill2's ZMQ port (control2)
+        topology = info.topology
+        engines = (*topology.prefill_names[1:], *topology.decode_names[1:])
+        self.packet_links = PACKET_LINKS + tuple(
+            link_of("control" if kind_of(e) == "prefill" else "kv", e) for e in engines if PACKET_LINKS
+        )
 
     @classmethod
     def up(cls, cfg: StackConfig) -> "SGLangCPUStack":
@@ -151,7 +161,7 @@ class SGLangCPUStack(EmbeddedStack):
 
     def _placed(self, spec: ProcSpec) -> ProcSpec:
         """The engines start inside the bridge's namespace (the bridge that runs now)."""
-        if spec.name not in ("prefill", "decode") or "bridge" not in self.START_ORDER:
+        if not is_engine(spec.name) or "bridge" not in self.START_ORDER:
             return spec
         return replace(spec, argv=(*Namespace(self.pid("bridge")).enter(), *spec.argv))
 
@@ -166,13 +176,18 @@ class SGLangCPUStack(EmbeddedStack):
         )
 
     def packet_link(self, link: str) -> PacketLink:
-        """Where ``kv`` or ``control`` goes now: read at each injection, since the engines pick
-        these ports at each start."""
+        """Where ``kv`` or ``control`` (or a second engine's ``kv2``, ``control2``) goes now:
+        read at each injection, since the engines pick these ports at each start."""
+        if link not in self.packet_links:
+            raise ConfigError(
+                f"the {self.KIND} target breaks no link {link!r}; it breaks {', '.join(self.packet_links)}"
+            )
+        prefill, decode = link_ends(link)
         return sglang_packet_link(
-            link,
+            link.rstrip("0123456789"),
             Namespace(self.pid("bridge")),
-            lambda: since_last_start(self.logs("decode"), "decode"),
-            self.info.endpoints["prefill_bootstrap"],
+            lambda: since_last_start(self.logs(decode), decode),
+            self.info.endpoints[f"{prefill}_bootstrap"],
             self.KIND,
         )
 
@@ -190,12 +205,16 @@ class SGLangCPUStack(EmbeddedStack):
         compose/sglang-cpu.yaml) under the SGLang venv's interpreter; and the bridge, which
         makes their namespace: it exports their HTTP ports and prefill's bootstrap server to
         the host, and imports Toxiproxy's bootstrap proxy, which decode dials, and the rig's canary."""
+        prefills = [ports.prefill_at(i) for i in range(cfg.topology.prefills)]
+        decodes = [ports.decode_at(i) for i in range(cfg.topology.decodes)]
+        exported = [port for p in prefills for port in (p.http, p.bootstrap)] + [d.http for d in decodes]
+        imported = [p.bootstrap_proxy for p in prefills] + [ports.canary]
         bridge = (
             sys.executable,
             "-m",
             "chaos.system.bridge",
-            *(a for p in (ports.prefill, ports.prefill_bootstrap, ports.decode) for a in ("--export", str(p))),
-            *(a for p in (ports.bootstrap, ports.canary) for a in ("--import", str(p))),
+            *(a for port in exported for a in ("--export", str(port))),
+            *(a for port in imported for a in ("--import", str(port))),
         )
         return ({"bridge": ProcSpec("bridge", bridge, {}, logs / "bridge.log")} if _NETNS else {}) | cls._sglang_specs(
             cfg, ports, logs
@@ -214,42 +233,29 @@ class SGLangCPUStack(EmbeddedStack):
             "--max-running-requests",
             str(cfg.max_running_requests),
         )
-        return {
-            "prefill": ProcSpec(
-                "prefill",
-                (
-                    *common,
-                    "prefill",
-                    *model,
-                    "--port",
-                    str(ports.prefill),
-                    "--nccl-port",
-                    str(ports.prefill_dist),
-                    "--bootstrap-port",
-                    str(ports.prefill_bootstrap),
-                    *checksum,
-                ),
-                env,
-                logs / "prefill.log",
-            ),
-            "decode": ProcSpec(
-                "decode",
-                (
-                    *common,
-                    "decode",
-                    *model,
-                    "--port",
-                    str(ports.decode),
-                    "--nccl-port",
-                    str(ports.decode_dist),
-                    *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
-                    *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
-                    *checksum,
-                ),
-                env,
-                logs / "decode.log",
-            ),
-        }
+        specs: dict[str, ProcSpec] = {}
+        for i, name in enumerate(cfg.topology.prefill_names):
+            p = ports.prefill_at(i)
+            argv = (
+                *common, "prefill", *model,
+                "--port", str(p.http),
+                "--nccl-port", str(p.dist),
+                "--bootstrap-port", str(p.bootstrap),
+                *checksum,
+            )  # fmt: skip
+            specs[name] = ProcSpec(name, argv, env, logs / f"{name}.log")
+        for i, name in enumerate(cfg.topology.decode_names):
+            d = ports.decode_at(i)
+            argv = (
+                *common, "decode", *model,
+                "--port", str(d.http),
+                "--nccl-port", str(d.dist),
+                *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
+                *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
+                *checksum,
+            )  # fmt: skip
+            specs[name] = ProcSpec(name, argv, env, logs / f"{name}.log")
+        return specs
 
 
 def check_installed() -> None:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from chaos.errors import ConfigError
 from chaos.system.ports import LOOPBACK, STACK_PORTS, PortPlan  # the layout's public names, here too
+from chaos.system.topology import Topology, link_of
 from chaos.system.wait import STATE_CHANGE_S
 
 __all__ = [
@@ -181,11 +182,25 @@ class StackConfig:
     # default); a stack whose engines fail requests at random for as long as they run raises it
     # out of reach, as smg's --disable-circuit-breaker does
     router_cb_failure_threshold: int = 10
+    # how smg picks a worker of each kind (its --policy; cache_aware is its default): a suite
+    # that must know each worker's share of the requests picks round_robin
+    router_policy: str = "cache_aware"
     router_max_retries: int = 5  # smg's --retry-max-retries (its default): the retry budget a suite holds it to
     # smg's health checks (default every 60 s): a worker smg marked unhealthy (SGLang answers
     # 503 while it drains after SIGTERM) is routed to again after 2 good checks, so with the
     # default a restarted decode stays unused for up to 2 min; scaled like the rest
     router_health_check_interval_s: int = 2
+    # smg's health thresholds and check timeout (its defaults): a worker leaves rotation after
+    # this many failed checks in a row, and comes back after this many good ones
+    router_health_failure_threshold: int = 3
+    router_health_success_threshold: int = 2
+    router_health_check_timeout_s: int = 5
+    # how often smg polls each worker's load (its --load-monitor-interval, 10 s by default),
+    # which its overload protection reads: a worker whose queue is at or over
+    # router_overload_waiting_requests at a poll is left out of routing until the next one,
+    # while another worker is under the mark; scaled like the health checks
+    router_load_monitor_interval_s: int = 2
+    router_overload_waiting_requests: int = 8  # smg's --worker-overload-waiting-requests (its default)
     # smg's admission control: requests over --max-concurrent-requests wait in a queue of
     # --queue-size for up to --queue-timeout-secs, the rest are shed (smg's defaults: a bound
     # derived from the host, 100, 60 s)
@@ -201,6 +216,8 @@ class StackConfig:
     # decode's KV page size (SGLang's --page-size) where a suite makes it differ from prefill's,
     # which keeps the engines' default (1 token a page on CPU); None: both at the default
     decode_page_size: int | None = None
+    # how many engines of each kind (chaos.system.topology); the first of each keeps its plain name
+    topology: Topology = field(default_factory=Topology)
     # SGLang's test hooks, failing rooms at random from the engines' start (off: all 0)
     hooks: FailureHooks = field(default_factory=FailureHooks)
     startup_timeout_s: float = 30.0
@@ -252,40 +269,43 @@ class StackInfo:
         def link(listen: int, upstream: int) -> dict[str, str]:
             return {"listen": f"{LOOPBACK}:{listen}", "upstream": f"{LOOPBACK}:{upstream}"}
 
+        endpoints = {
+            "client": url(ports.client_router),
+            "router": url(ports.router),
+            "router_metrics": f"{url(ports.router_metrics)}/metrics",
+            "router_loads": f"{url(ports.router)}/workers",
+            "toxiproxy": url(ports.toxiproxy),
+            "toxiproxy_metrics": f"{url(ports.toxiproxy)}/metrics",
+            "canary": url(ports.canary),  # no service: the rig listens there (chaos.observe.canary)
+        }
+        proxies = {"client_router": link(ports.client_router, ports.router)}
+        for i, name in enumerate(cfg.topology.prefill_names):
+            p = ports.prefill_at(i)
+            endpoints |= {
+                name: url(p.http),
+                f"{name}_bootstrap": url(p.bootstrap),
+                f"{name}_loads": url(p.http) + LOADS_PATH,
+            }
+            proxies[link_of("bootstrap", name)] = link(p.bootstrap_proxy, p.bootstrap)
+            proxies[link_of("control", name)] = link(p.control_proxy, p.control)
+        for i, name in enumerate(cfg.topology.decode_names):
+            d = ports.decode_at(i)
+            endpoints |= {name: url(d.http), f"{name}_loads": url(d.http) + LOADS_PATH}
+            proxies[link_of("kv", name)] = link(d.kv_proxy, d.kv)
         return cls(
             kind=kind,
             run_id=run_id,
             port_base=cfg.port_base,
             state_dir=str(Path(cfg.state_dir).resolve()),
-            endpoints={
-                "client": url(ports.client_router),
-                "router": url(ports.router),
-                "router_metrics": f"{url(ports.router_metrics)}/metrics",
-                "router_loads": f"{url(ports.router)}/workers",
-                "prefill": url(ports.prefill),
-                "decode": url(ports.decode),
-                "prefill_bootstrap": url(ports.prefill_bootstrap),
-                "toxiproxy": url(ports.toxiproxy),
-                "toxiproxy_metrics": f"{url(ports.toxiproxy)}/metrics",
-                "prefill_loads": url(ports.prefill) + LOADS_PATH,
-                "decode_loads": url(ports.decode) + LOADS_PATH,
-                "canary": url(ports.canary),  # no service: the rig listens there (chaos.observe.canary)
-            },
-            proxies={
-                name: lnk
-                for name, lnk in {
-                    "client_router": link(ports.client_router, ports.router),
-                    "bootstrap": link(ports.bootstrap, ports.prefill_bootstrap),
-                    "control": link(ports.control, ports.prefill_control),
-                    "kv": link(ports.kv, ports.decode_kv),
-                }.items()
-                if name in links
-            },
+            endpoints=endpoints,
+            proxies={name: lnk for name, lnk in proxies.items() if name.rstrip("0123456789") in links},
             services={},
             config={
                 "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
                 "defects": [d for d in cfg.defects.split(",") if d],
                 "model": cfg.model,
+                "topology": cfg.topology.name,
+                "router_policy": cfg.router_policy,
                 "inflight_watchdog": cfg.inflight_watchdog,
                 "gpus": list(cfg.gpus),
                 "router_request_timeout_s": cfg.router_request_timeout_s,
@@ -293,6 +313,11 @@ class StackInfo:
                 "router_cb_failure_threshold": cfg.router_cb_failure_threshold,
                 "router_max_retries": cfg.router_max_retries,
                 "router_health_check_interval_s": cfg.router_health_check_interval_s,
+                "router_health_failure_threshold": cfg.router_health_failure_threshold,
+                "router_health_success_threshold": cfg.router_health_success_threshold,
+                "router_health_check_timeout_s": cfg.router_health_check_timeout_s,
+                "router_load_monitor_interval_s": cfg.router_load_monitor_interval_s,
+                "router_overload_waiting_requests": cfg.router_overload_waiting_requests,
                 "router_max_concurrent_requests": cfg.router_max_concurrent_requests,
                 "router_queue_size": cfg.router_queue_size,
                 "router_queue_timeout_s": cfg.router_queue_timeout_s,
@@ -313,6 +338,11 @@ class StackInfo:
                 "warm_up_words": list(cfg.warm_up_words),
             },
         )
+
+    @property
+    def topology(self) -> Topology:
+        """How many engines of each kind the stack runs (one of each for a stack file without it)."""
+        return Topology.parse(str(self.config.get("topology", "1p1d")))
 
     @property
     def state_change_s(self) -> float:

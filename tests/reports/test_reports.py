@@ -56,6 +56,27 @@ def test_hops_from_crafted_histories():
     assert rows["timed_out"].hop == "prefill bootstrap"  # both failed: the earliest stage it never got past
 
 
+def test_a_request_stuck_on_a_second_engine_names_it(tmp_path):
+    """In a topology, decode2 passes decode's hops; the table and the timeline name it."""
+    from chaos.observe.records import Sample
+
+    h = History()
+    _op(h, "on_decode2", Outcome.CLIENT_TIMEOUT)
+    _log(h, "on_decode2", "prefill", "inflight", 1.0)
+    _log(h, "on_decode2", "decode2", "transfer_queue", 1.0)
+    _op(h, "failed_on_decode2", Outcome.CLEAN_ERROR)
+    _log(h, "failed_on_decode2", "decode2", "transfer_queue", 1.0)
+    _log(h, "failed_on_decode2", "decode2", "failed", 2.0)
+    rows = {r.op: r for r in where_stuck(h)}
+    assert rows["on_decode2"].hop == "prefill inflight", rows  # the earliest hop it never left, prefill's
+    assert "decode2: still in decode transfer" in rows["on_decode2"].evidence
+    assert rows["failed_on_decode2"].hop == "decode transfer (decode2)", rows
+    for t in range(5):
+        for engine in ("decode", "decode2"):
+            h.append(Sample(float(t), engine, {"num_decode_transfer_queue_reqs": float(t % 2)}))
+    assert render_timeline(h, tmp_path / "t.png").stat().st_size > 0
+
+
 def test_table_from_the_real_stack_names_the_proxy_and_the_handshake(stack, history, sampler, workload, faults, bounds):
     """Requests stuck before the router, and in prefill's bootstrap queue, as the real
     router's and engines' logs show them."""

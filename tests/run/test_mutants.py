@@ -68,9 +68,12 @@ RIG_CONFTEST = """
 pytest_plugins = ["chaos.run.plugin"]
 import pytest
 
+from chaos.system.topology import Topology
+
 
 class _Info:
     kind, port_base, run_id = "none", 0, "rig"
+    topology = Topology()
 
 
 class _NoStack:

@@ -3,6 +3,8 @@ timeouts with int() (``environ.py``, ``EnvInt``) and silently keeps 300 s for "3
 
 from __future__ import annotations
 
+from dataclasses import astuple
+
 import pytest
 
 from chaos.errors import ConfigError
@@ -31,6 +33,12 @@ def test_a_float_for_an_integer_timeout_is_refused_with_sglangs_reason():
 
 
 def test_port_plan_ports_are_distinct_and_listed():
+    """The named ports (the first engine of each kind's) and the second engines' together
+    are the plan's ports, each once."""
     plan = PortPlan(20000)
     named = [getattr(plan, n) for n, p in vars(PortPlan).items() if isinstance(p, property)]
-    assert sorted(named) == plan.all()
+    second = [*astuple(plan.prefill_at(1)), *astuple(plan.decode_at(1))]
+    assert sorted(named + second) == plan.all()
+    assert astuple(plan.prefill_at(0))[0] == plan.prefill and plan.decode_at(0).kv_proxy == plan.kv
+    with pytest.raises(ConfigError, match="two prefills, not 3"):
+        plan.prefill_at(2)
