@@ -41,6 +41,9 @@ class Behaviour:
     heartbeat: bool = True  # no_heartbeat
     heartbeat_tolerates_misses: bool = True  # heartbeat_gives_up_at_first_miss
     lost_prefill_retried: bool = True  # lost_prefill_never_retried
+    # lost_prefill_fails_every_room: a prefill the heartbeat lost fails the rooms of every
+    # prefill, its live twins' too
+    lost_prefill_fails_its_rooms_only: bool = True
     lost_link_forgets_the_route: bool = True  # stale_bootstrap_cache
     bootstrap_calls_block_decoding: bool = False  # bootstrap_call_blocks_decoding
     kv_socket_closed: bool = True  # kv_socket_leak
@@ -94,4 +97,5 @@ CHANGES: dict[Defect, tuple[str, Any]] = {
     Defect.SAMPLING_UNCHECKED: ("sampling_checked", False),
     Defect.IDLE_TRANSFER_STALL: ("transfers_start_after_idle", False),
     Defect.PAGE_SIZE_UNCHECKED: ("peer_page_size_checked", False),
+    Defect.LOST_PREFILL_FAILS_EVERY_ROOM: ("lost_prefill_fails_its_rooms_only", False),
 }

@@ -79,6 +79,10 @@ class DecodeEngine(Engine):
         # bound for one gets (SGLang 0.5.23 raises it in its scheduler loop instead, and exits)
         self._mismatched: dict[str, str] = {}
         self._given_up: set[str] = set()  # ``lost_prefill_never_retried``: prefills the heartbeat lost, for good
+        # every prefill whose route decode fetched, until its heartbeat gives it up: SGLang
+        # 0.5.23 watches each entry of its prefill_info_table so, whether or not a control
+        # link or a room still ties decode to it (``_drop_link`` forgets only the route)
+        self._watched: set[str] = set()
         self._transfer_by_room: dict[int, Req] = {}
         self._kv_conn: dict[str, asyncio.StreamWriter] = {}
         self._completions = 0
@@ -156,6 +160,7 @@ class DecodeEngine(Engine):
                     r.raise_for_status()
                     info = await r.json()
                 self.links[addr] = PrefillLink(addr=addr, info=info, page_size=page_size)
+                self._watched.add(addr)
                 log_event(
                     "prefill_info", bootstrap_addr=addr, state="fetched", prefill_instance=info.get("prefill_instance")
                 )
@@ -252,9 +257,10 @@ class DecodeEngine(Engine):
         return n
 
     def _heartbeat_targets(self) -> set[str]:
-        """Every prefill decode knows or still has rooms with: a dropped control link must
-        not end the watch over the rooms that were waiting on it."""
-        addrs = set(self.links)
+        """Every prefill decode fetched a route from and has not given up, or still has rooms
+        with: a dropped control link must not end the watch over a prefill, nor over the rooms
+        that were waiting on it."""
+        addrs = set(self.links) | self._watched
         for queue in (self.prealloc, self.transfer):
             addrs.update(r.bootstrap_addr for r in queue if not r.leaked)
         return addrs
@@ -288,7 +294,10 @@ class DecodeEngine(Engine):
                     link = self.links.get(addr)
                     if link is not None:
                         self._drop_link(link, "heartbeat failed")
-                    n = self._fail_rooms(addr, reason)
+                    # SGLang's _handle_node_failure fails the rooms bound for the lost prefill only
+                    lost = [addr] if self.cfg.behaviour.lost_prefill_fails_its_rooms_only else sorted(targets)
+                    n = sum(self._fail_rooms(a, reason) for a in lost)
+                    self._watched.discard(addr)  # SGLang's _handle_node_failure pops its prefill_info_table entry
                     if not self.cfg.behaviour.lost_prefill_retried:
                         self._given_up.add(addr)
                     log_event(

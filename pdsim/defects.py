@@ -45,6 +45,7 @@ class Defect(enum.Enum):
     SAMPLING_UNCHECKED = "sampling_unchecked"
     IDLE_TRANSFER_STALL = "idle_transfer_stall"
     PAGE_SIZE_UNCHECKED = "page_size_unchecked"
+    LOST_PREFILL_FAILS_EVERY_ROOM = "lost_prefill_fails_every_room"
 
 
 def parse_defects(spec: str) -> frozenset[Defect]:

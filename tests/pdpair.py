@@ -14,6 +14,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from chaos.faults.network import enable_proxy, remove_toxic, toxiproxy_restarter
+from chaos.system.topology import link_of
 from chaos.system.wait import wait_until
 from chaos.targets.embedded import EmbeddedStack
 from chaos.targets.toxiproxy import Toxic
@@ -30,9 +31,9 @@ class Leg:
     timed_out: bool = False
 
 
-def pd_fields(stack: EmbeddedStack, room: int | None = None) -> dict[str, Any]:
-    """The fields smg injects: the bootstrap address is the proxied one, as in the stack."""
-    host, _, port = stack.info.proxies["bootstrap"]["listen"].rpartition(":")
+def pd_fields(stack: EmbeddedStack, room: int | None = None, prefill: str = "prefill") -> dict[str, Any]:
+    """The fields smg injects: the bootstrap address is the proxied one of ``prefill``, as in the stack."""
+    host, _, port = stack.info.proxies[link_of("bootstrap", prefill)]["listen"].rpartition(":")
     return {
         "bootstrap_host": host,
         "bootstrap_port": int(port),
@@ -61,9 +62,11 @@ def send(
     legs: tuple[str, ...] = ("prefill", "decode"),
     timeout_s: float = 20.0,
     room: int | None = None,
+    prefill: str = "prefill",
 ) -> dict[str, Leg]:
-    """POST the same body (with PD fields) to the chosen engines at once, as smg does."""
-    full = {**body, **pd_fields(stack, room)}
+    """POST the same body (with PD fields naming ``prefill``'s bootstrap server) to the chosen
+    engines at once, as smg does; ``legs`` name the engines, ``prefill`` among them."""
+    full = {**body, **pd_fields(stack, room, prefill)}
 
     async def run() -> dict[str, Leg]:
         async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=2.0)) as client:

@@ -17,6 +17,7 @@ import pytest
 
 from chaos.errors import FaultNotApplied
 from chaos.faults.mismatch import MismatchedPages
+from chaos.system.topology import Topology
 from chaos.system.wait import wait_until
 from chaos.targets.stack import Timeouts
 from tests.pdpair import background, decode_holds_a_room, gauge, proxy_down, send, toxic
@@ -394,3 +395,23 @@ def test_a_prefill_of_another_page_size_is_refused_at_once_unless_page_size_unch
         assert "--page-size 16 in decode's command line" in MismatchedPages(s).verify()
         with pytest.raises(FaultNotApplied, match="default page size"):
             MismatchedPages(start("")).verify()
+
+
+@pytest.mark.parametrize("defects", ["", "lost_prefill_fails_every_room"])
+def test_decode_gives_up_only_the_rooms_of_the_prefill_it_lost_unless_lost_prefill_fails_every_room(start, defects):
+    """2P1D: decode waits on a 6 s forward of prefill while prefill2, which it has served from
+    before, is killed. Its heartbeat gives prefill2 up within seconds; clean decode fails only
+    prefill2's rooms and serves prefill's request, with the defect it fails that one too."""
+    s = start(defects, topology=Topology(2, 1), timeouts=Timeouts(bootstrap_s=30, waiting_s=30, inflight_s=40))
+    assert send(s, "/generate", BODY, legs=("prefill2", "decode"), prefill="prefill2")["decode"].status == 200
+    long = {"input_ids": list(range(1, 6001)), "sampling_params": {"max_new_tokens": 4}}  # a 6 s forward
+    th, out = background(lambda: send(s, "/generate", long, timeout_s=20))
+    decode_holds_a_room(s)
+    s.kill("prefill2")
+    th.join(timeout=20)
+    leg = out["value"]["decode"]
+    if defects:
+        assert leg.status == 500 and "Lost connection with prefill" in leg.body["message"], leg
+    else:
+        assert leg.status == 200, leg
+    assert "node_failure" in s.logs("decode")  # the heartbeat gave prefill2 up either way
