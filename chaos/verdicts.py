@@ -26,6 +26,7 @@ scenarios from the target's configuration (``chaos.run.bounds``), not written in
 | ``judge.heartbeat`` | decode_gives_prefill_up |
 | ``judge.logs`` | (the log lines about each request, and how often an engine received it) |
 | ``judge.attempts`` | failures_reach_the_client |
+| ``judge.workers`` | healthy_workers_unaffected, routed_around, taken_back |
 | ``judge.premises`` | requests_affected, ended_as, open_at_fault, fault_did, requests_slowed |
 
 A verdict that one scenario alone uses lives next to it, as Jepsen's workloads keep their
@@ -80,6 +81,7 @@ from chaos.judge.requests import (
     valid_requests_served,
 )
 from chaos.judge.statuses import client_errors_refused, statuses_tell_the_truth
+from chaos.judge.workers import healthy_workers_unaffected, routed_around, taken_back
 
 __all__ = [
     "Check",
@@ -109,6 +111,7 @@ __all__ = [
     "fault_did",
     "finish_reasons_tell_the_truth",
     "health_tells_truth",
+    "healthy_workers_unaffected",
     "met",
     "never_served_wrong",
     "no_hidden_fault",
@@ -128,11 +131,13 @@ __all__ = [
     "requests_affected",
     "requests_slowed",
     "require",
+    "routed_around",
     "sigterm_drains",
     "sources_agree",
     "status_agrees_with_body",
     "statuses_tell_the_truth",
     "stayed_up",
+    "taken_back",
     "unknown",
     "unmet",
     "unservable_turned_away",

@@ -14,7 +14,7 @@ from chaos.judge.ops import completed, label, naming, none_completed, phase_tag,
 from chaos.observe.history import History
 from chaos.observe.phases import fault_spans
 from chaos.observe.pipeline import SCHEDULER_PASS_S
-from chaos.observe.records import Done, FaultEvent, Outcome, Phase, Stage
+from chaos.observe.records import Done, FaultEvent, LogEvent, Outcome, Phase, Stage
 
 __all__ = [
     "every_request_terminal",
@@ -252,6 +252,13 @@ def _verified(h: History, actions: Collection[str], service: str | None = None) 
     ]
 
 
+def _twins_logged(h: History, service: str) -> set[str]:
+    """The other engines of ``service``'s kind that logged one of the test's requests (a
+    stack of more than one of a kind: ``chaos.system.topology``); none for one of each."""
+    kind = service.rstrip("0123456789")
+    return {ev.service for ev in h.of(LogEvent) if ev.service != service and ev.service.rstrip("0123456789") == kind}
+
+
 def _streaming_at(o: Done, t: float) -> bool:
     """Whether ``o`` is a stream that had its first byte before ``t`` and ended after it."""
     first = o.complete.first_byte_t
@@ -270,7 +277,11 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
     ends = [(f.t, at + ACTS_WITHIN_S.get(f.action, 0.0)) for f, at in _verified(h, ends_serving(), service)]
     if not ends:
         return nothing_at_stake(f"no kill, restart or abort of everything on {service} was verified")
-    struck = [(o, gone) for o in completed(h, None) for begun, gone in ends if _streaming_at(o, begun)]
+    ops = completed(h, None)
+    if _twins_logged(h, service):  # more than one of its kind: only the streams it logged were its
+        on_it = {ev.op for ev in h.of(LogEvent) if ev.service == service}
+        ops = [o for o in ops if o.invoke.op in on_it]
+    struck = [(o, gone) for o in ops for begun, gone in ends if _streaming_at(o, begun)]
     hidden = [
         (o, gone) for o, gone in struck if o.outcome is Outcome.OK and any(c.t > gone + in_flight_s for c in o.chunks)
     ]
@@ -366,5 +377,6 @@ def valid_requests_served(h: History, *, phase: Phase | None = None) -> Finding:
             "valid requests were not served",
             lambda o: f"{label(o)} ended {o.outcome.value} {o.complete.status or ''} {o.complete.error[:80]}",
             outcomes=sorted({o.outcome.value for o in bad}),
+            statuses=sorted({o.complete.status for o in bad if o.complete.status}),
         )
     return passed(f"all {len(valid)} valid requests served", stake=len(valid), of=len(valid))

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Protocol
 
 from chaos.errors import TriggerTimeout
 from chaos.observe.history import History
-from chaos.observe.logs import parse_engine_line
+from chaos.observe.logs import parse_engine_line, strip_ansi
 from chaos.observe.records import Outcome, Phase, TriggerFired
 from chaos.observe.sampler import Sampler
 
@@ -131,6 +131,7 @@ def log_line(target: LogReader, service: str, pattern: str) -> Condition:
 
     def check(_: Sampler, __: float) -> tuple[bool, str]:
         for line in target.logs(service)[start:].splitlines():
+            line = strip_ansi(line)  # smg colours its log's fields whatever NO_COLOR says
             if regex.search(line):
                 return True, line
         return False, "no matching line"
@@ -160,6 +161,27 @@ def streams_begun(history: History, n: int = 1) -> Condition:
     return Condition(f"{n} streams begun", check)
 
 
+def streaming_through(history: History, service: str, log: Callable[[], str], since: int) -> Condition:
+    """Holds while a stream ``service`` received (its log, read from ``since``, names the op)
+    has bytes and is still open: with two engines of a kind, a fault then strikes while
+    that engine, and not only its twin, has a request in flight. Each check reads the lines
+    written since the last one and keeps the ops they named."""
+    read, named = [since], set()
+
+    def check(_: Sampler, __: float) -> tuple[bool, str]:
+        text = log()
+        start = read[0] if len(text) >= read[0] else 0  # a log that shrank was rotated
+        read[0] = max(start, text.rfind("\n", start) + 1)
+        for line in text[start : read[0]].splitlines():
+            fields = parse_engine_line(line)
+            if fields.get("event") == "req" and fields.get("xrid"):
+                named.add(fields["xrid"])
+        open_ = [o.invoke.op for o in history.ops() if o.invoke.op in named and o.complete is None and o.chunks]
+        return bool(open_), f"{service} streaming {', '.join(open_[:3])}" if open_ else f"no stream open on {service}"
+
+    return Condition(f"a stream open on {service}", check)
+
+
 def received(history: History, service: str, log: Callable[[], str], since: int) -> Condition:
     """Holds once ``service``'s log, read from ``since``, says it received one of this test's
     requests (pdsim's first line of a request, SGLang's ``Receive:``, each naming the op). A
@@ -170,8 +192,11 @@ def received(history: History, service: str, log: Callable[[], str], since: int)
     is known."""
 
     read = [since]  # how far the log has been scanned
+    seen: list[str] = []  # the request it received: once it has, the condition holds for good
 
     def check(_: Sampler, __: float) -> tuple[bool, str]:
+        if seen:  # a line read once is not read again: under `&`, the others may hold later
+            return True, f"{service} received {seen[0]}"
         text = log()
         start = read[0] if len(text) >= read[0] else 0  # a log that shrank was rotated
         read[0] = max(start, text.rfind("\n", start) + 1)
@@ -179,6 +204,7 @@ def received(history: History, service: str, log: Callable[[], str], since: int)
         for line in text[start:].splitlines():
             fields = parse_engine_line(line)
             if fields.get("event") == "req" and fields.get("xrid") in ops:
+                seen.append(fields["xrid"])
                 return True, f"{service} received {fields['xrid']}"
         return False, f"{service} logged no request of this test"
 

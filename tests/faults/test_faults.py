@@ -15,7 +15,16 @@ import pytest
 from chaos.errors import FaultNotApplied, TriggerTimeout
 from chaos.faults import Kill, ToxicFault
 from chaos.observe.records import Chunk, Complete, Invoke, Outcome, TriggerFired
-from chaos.observe.triggers import Condition, bytes_crossed, gauge, log_line, received, requests_sent, streams_begun
+from chaos.observe.triggers import (
+    Condition,
+    bytes_crossed,
+    gauge,
+    log_line,
+    received,
+    requests_sent,
+    streaming_through,
+    streams_begun,
+)
 from chaos.system.cleanup import terminate_as_interrupt
 from chaos.targets.toxiproxy import Toxic
 from tests import pdpair
@@ -188,6 +197,22 @@ def test_bytes_crossed_trigger_reads_toxiproxy_counters(stack, faults, workload)
     assert float(faults.wait(bytes_crossed("kv") > 0, deadline_s=5)) >= 50 * 1024  # 1 KB of KV per token
 
 
+def test_a_log_line_matches_under_the_colours_smg_writes(sampler):
+    """smg 1.13.0 colours its log lines' fields with ANSI codes, NO_COLOR or not: a pattern
+    spanning them matches the line as read, not as written (a veto of smg's went unseen)."""
+
+    class Log:
+        text = ""
+
+        def logs(self, service: str) -> str:
+            return self.text
+
+    log = Log()
+    cond = log_line(log, "router", r"INFO smg::worker::monitor: .* veto set worker_url=http://d ")
+    log.text = "\x1b[2m2026-12-07 13:22:07\x1b[0m \x1b[32m INFO\x1b[0m \x1b[2msmg::worker::monitor\x1b[0m: x veto set worker_url=http://d overloaded=true\n"
+    assert cond.check(sampler, 0.0)[0]
+
+
 def test_log_line_trigger(stack, faults, workload):
     cond = log_line(stack, "decode", r"state=running")
     workload.request("/generate", {"text": "log trigger", "sampling_params": {"max_new_tokens": 2}})
@@ -258,6 +283,26 @@ def test_received_holds_once_the_engine_logs_one_of_the_tests_requests(history, 
     assert not cond.check(sampler, 0.0)[0]
     log.append("[2026-12-04 19:05:19] Receive: obj=GenerateReqInput(rid='abc', routing_key='op1', text='x')")
     assert cond.check(sampler, 0.0) == (True, "prefill received op1")
+    # and holds on: joined by `&` to a condition that holds later, it is asked again (the
+    # line read once is not read twice: the topology suite's trigger never fired before)
+    log.append("2026-12-04 19:05:19.200 INFO prefill event=req ts=1.2 rid=r2 state=waiting")
+    assert cond.check(sampler, 0.0) == (True, "prefill received op1")
+
+
+def test_streaming_through_holds_while_a_stream_the_engine_received_is_open(history, sampler):
+    """An engine's log names the op it received; the condition holds while that op streams
+    (bytes in, no end), not before its first byte nor once it ended, nor for another
+    engine's stream."""
+    log = ["2026-12-04 19:05:19.100 INFO decode2 event=req ts=1.1 rid=r1 state=received xrid=mine"]
+    cond = streaming_through(history, "decode2", lambda: "\n".join(log) + "\n", since=0)
+    history.append(Invoke(history.now(), 0.0, "mine", "/v1/chat/completions", True))
+    history.append(Invoke(history.now(), 0.0, "other", "/v1/chat/completions", True))
+    history.append(Chunk(history.now(), "other", 10))
+    assert not cond.check(sampler, 0.0)[0]  # its own has no byte yet; another's does
+    history.append(Chunk(history.now(), "mine", 10))
+    assert cond.check(sampler, 0.0) == (True, "decode2 streaming mine")
+    history.append(Complete(history.now(), 0.0, "mine", Outcome.OK, 200))
+    assert not cond.check(sampler, 0.0)[0]
 
 
 def test_a_fault_names_the_engines_it_strikes():

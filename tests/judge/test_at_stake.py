@@ -83,6 +83,9 @@ ROWS: dict[str, Callable[[], v.Check]] = {
     "decode_legs_own_replies": lambda: decode_legs_own_replies(),
     "first_bytes_as_fast_after_idle": lambda: first_bytes_as_fast_after_idle(1.0, reference_round=1),
     "refused_naming_the_mismatch": lambda: refused_naming_the_mismatch(1.0, phase=Phase.AFTER, words=("page",)),
+    "healthy_workers_unaffected": lambda: v.healthy_workers_unaffected(struck="decode2"),
+    "routed_around": lambda: v.routed_around(struck="decode2", within_s=1.0),
+    "taken_back": lambda: v.taken_back(struck="decode2", within_s=1.0),
 }
 
 # What every successful request puts at stake: the verdicts that judge those requests, or
