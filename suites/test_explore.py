@@ -17,7 +17,7 @@ from chaos.errors import RigError
 from chaos.explore.health import unhealthy
 from chaos.explore.run import Explorer, explore
 from chaos.run.run_report import run_dir
-from chaos.run.session import EXPLORE, SEED, TARGET
+from chaos.run.session import EXPLORE, SEED, TARGET, TOPOLOGY
 from chaos.run.skips import SkipKind, skip
 from chaos.system.ports import BASES, PortAllocator
 
@@ -36,6 +36,7 @@ def test_explore(pytestconfig: pytest.Config) -> None:
         seed=pytestconfig.stash[SEED],
         out=out,
         port_base=PortAllocator(BASES["explore"]).next_base(),
+        topology=pytestconfig.stash[TOPOLOGY],
     )
     episodes, finds = explore(explorer, budget, shrink_budget_s=300.0, reruns=5, say=print)
     summary = (out / "explore.md").read_text()

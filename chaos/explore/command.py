@@ -14,6 +14,7 @@ from chaos.explore.health import unhealthy
 from chaos.explore.run import Budget, Explorer, explore
 from chaos.run.soak import parse_duration
 from chaos.system.ports import BASES, ephemeral_overlap
+from chaos.system.topology import Topology
 from chaos.targets.registry import TARGETS, TargetChoice
 
 __all__ = ["add_parser", "run"]
@@ -36,12 +37,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--max-steps", type=int, default=3, help="steps of a drawn schedule at most (default 3)")
     p.add_argument("--until-found", action="store_true", help="stop after the first find (bench/explore_finds.py)")
     p.add_argument("--defects", default="", help="pdsim defects to plant (PDSIM_DEFECTS), to test explore itself")
+    p.add_argument(
+        "--topology",
+        type=_topology,
+        default=Topology(),
+        help="N prefills and M decodes behind the router (1p1d, 2p1d, 1p2d, 2p2d; default 1p1d): faults strike any engine",
+    )
     p.add_argument("--out", type=Path, help="report folder (default reports/explore-<time>)")
     p.add_argument("--stack-file", type=Path, help="with --target attach: the deployment's stack file")
     p.add_argument(
         "--allow-destructive", action="store_true", help="with --target attach: let faults kill, freeze, restart"
     )
     p.add_argument("--port-base", type=int, default=BASES["explore"], help=f"first port (default {BASES['explore']})")
+
+
+def _topology(text: str) -> Topology:
+    try:
+        return Topology.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _duration(text: str) -> float:
@@ -59,11 +73,17 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     try:
         choice = TargetChoice(args.target, args.stack_file, args.allow_destructive)
-        explorer = Explorer.of(choice, seed=args.seed, out=out, port_base=args.port_base, defects=args.defects)
+        explorer = Explorer.of(
+            choice, seed=args.seed, out=out, port_base=args.port_base, defects=args.defects, topology=args.topology
+        )
     except ConfigError as exc:
         print(f"pdchaos explore: {exc}")
         return 2
-    print(f"explore: target {args.target}, seed {args.seed}, budget {args.budget}, report in {out}", flush=True)
+    print(
+        f"explore: target {args.target}, topology {args.topology}, seed {args.seed}, budget {args.budget}, "
+        f"report in {out}",
+        flush=True,
+    )
     episodes, finds = explore(
         explorer,
         Budget.parse(args.budget),

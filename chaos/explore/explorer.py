@@ -11,11 +11,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaos.errors import ConfigError
 from chaos.explore.episode import Episode, classify
 from chaos.explore.render import function_name, render
 from chaos.explore.schedule import Schedule
 from chaos.run.pytest_run import run_pytest
 from chaos.run.results import load_results
+from chaos.system.topology import Topology
 from chaos.targets.base import Capability
 from chaos.targets.registry import TargetChoice
 
@@ -33,19 +35,32 @@ class Explorer:
     port_base: int
     env: dict[str, str]
     args: list[str] = field(default_factory=list)  # more for pytest (an attached stack's file)
+    topology: Topology = field(default_factory=Topology)  # the engines of every episode's stack
     timeout_s: float = 600.0
 
     @classmethod
-    def of(cls, choice: TargetChoice, *, seed: int, out: Path, port_base: int, defects: str = "") -> Explorer:
+    def of(
+        cls,
+        choice: TargetChoice,
+        *,
+        seed: int,
+        out: Path,
+        port_base: int,
+        defects: str = "",
+        topology: Topology | None = None,
+    ) -> Explorer:
         """An explorer of ``choice`` (an attached stack's file and consent passed on to each
-        episode's pytest), with ``defects`` planted in pdsim."""
-        args = []
+        episode's pytest), with ``defects`` planted in pdsim, on stacks of ``topology``."""
+        topology = topology or Topology()
+        if topology != Topology() and not choice.runs_topologies:
+            raise ConfigError(f"target {choice.name} runs one engine of each kind, not {topology}")
+        args = ["--topology", topology.name] if topology != Topology() else []
         if choice.stack_file is not None:
             args += ["--stack-file", str(Path(choice.stack_file).resolve())]
         if choice.allow_destructive:
             args.append("--allow-destructive")
         env = {**os.environ, "PDSIM_DEFECTS": defects}
-        return cls(choice.name, seed, out, choice.capabilities(), port_base, env, args)
+        return cls(choice.name, seed, out, choice.capabilities(), port_base, env, args, topology=topology)
 
     def run(self, schedule: Schedule, *, folder: str, note: str = "", tag: str = "") -> Episode:
         """``schedule`` alone, on a fresh stack: a shrink candidate, a rerun, a reproducer."""

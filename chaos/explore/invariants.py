@@ -13,6 +13,7 @@ from chaos.observe.pipeline import (
     PREFILL_BOOTSTRAP_FAILED,
     PREFILL_TRANSFER_FAILED,
     ROUTER_INFLIGHT,
+    on_engines,
 )
 from chaos.observe.records import Phase
 from chaos.run.bounds import Bounds
@@ -45,7 +46,7 @@ def judge_universal(
     baseline: bool,
     conversations: bool,
     cut: str | tuple[str, ...] = (),
-    decode_ended: bool = False,
+    decodes_ended: tuple[str, ...] = (),
     drained: bool = False,
     primary_only: bool = False,
     every_heal: bool = False,
@@ -60,7 +61,7 @@ def judge_universal(
     with a baseline (so that some replies succeed), every successful reply equals its
     context's fault-free reply and says truthfully why it ended; with multi-round
     conversations, no turn is dropped; where decode is killed, restarted or aborts everything
-    it holds (``decode_ended``), no stream it was serving goes on to succeed
+    it holds (each of ``decodes_ended``), no stream it was serving goes on to succeed
     (``no_hidden_fault``); where a service was sent SIGTERM (``drained``), every stream open
     then finishes (``sigterm_drains``); where only primary paths acted
     (``primary_only``: the clients' own hang-ups, engines' aborts, a KV link refusing or
@@ -88,8 +89,7 @@ def judge_universal(
         checks += [v.replies_match_baseline(), v.finish_reasons_tell_the_truth()]
     if conversations:
         checks.append(v.context_grows())
-    if decode_ended:
-        checks.append(v.no_hidden_fault(service="decode"))
+    checks += [v.no_hidden_fault(service=decode) for decode in decodes_ended]
     if drained:
         checks.append(v.sigterm_drains())
     if primary_only:
@@ -103,8 +103,9 @@ def judge_universal(
 
 
 def settle_universal(scenario: Scenario, bounds: Bounds, *, decode_ended: bool = False) -> None:
-    """After the faults healed: service recovers, nothing leaks (``QUIET``), and smg charged
-    failures only where a fault struck. Where a strike ended decode (``decode_ended``), prefill
+    """After the faults healed: service recovers, nothing leaks (``QUIET``, on every engine of
+    the stack's topology), and smg charged failures only where a fault struck. Where a strike
+    ended a decode (``decode_ended``), prefill
     may be forwarding rooms whose decode is gone and ship their KV to the decode that replaced
     it, which never heard of them: the incident's pinned rooms. An engine with an inflight
     watchdog frees them by it, so their leak window is the watchdog's bound (CI at 98a141e:
@@ -113,7 +114,7 @@ def settle_universal(scenario: Scenario, bounds: Bounds, *, decode_ended: bool =
     within_s = bounds.quiet_s
     if decode_ended and scenario.has(Capability.INFLIGHT_WATCHDOG):
         within_s = max(within_s, bounds.inflight_s + bounds.forward_s + bounds.slack_s)
-    scenario.settle(QUIET, within_s=within_s)
+    scenario.settle(on_engines(QUIET, scenario.target.info.topology.engines), within_s=within_s)
 
 
 def quiet_universal(scenario: Scenario, bounds: Bounds) -> None:

@@ -9,6 +9,7 @@ import textwrap
 from chaos.explore.schedule import HANG_UP_AFTER, Load, Schedule, Step, Strike, cuts, primary_path
 from chaos.faults.kinds import ends_serving
 from chaos.observe.pipeline import PREFILL_LOST
+from chaos.system.topology import is_engine, kind_of, link_ends
 from chaos.targets.stack import HEARTBEAT_READ_S
 
 __all__ = ["function_name", "render"]
@@ -16,10 +17,20 @@ __all__ = ["function_name", "render"]
 _TRIGGERS = {
     "now": "",
     # prefill holds a short prompt for milliseconds: its log, not a 10 Hz gauge, says it came
-    "at_prefill": ', when=scenario.received("prefill")',
-    "at_decode": ', when=scenario.requests_at("decode") >= 1',
+    "at_prefill": ', when=scenario.received("{prefill}")',
+    "at_decode": ', when=scenario.requests_at("{decode}") >= 1',
     "mid_stream": ", when=scenario.streams_begun(1)",
 }
+
+
+def _near(where: str, kind: str) -> str:
+    """The engine of ``kind`` a strike on ``where`` concerns: the struck engine itself, the
+    end of a struck link (``kv2``: decode2), else the first of its kind."""
+    if is_engine(where):
+        return where if kind_of(where) == kind else kind
+    if where in ("client_router", "router"):
+        return kind
+    return next(e for e in link_ends(where) if kind_of(e) == kind)
 
 
 def function_name(schedule: Schedule) -> str:
@@ -71,7 +82,10 @@ def _baseline(schedule: Schedule, k: int, load: Load) -> str | None:
 
 
 def _fault(strike: Strike) -> str:
-    when = (f', stream="{strike.stream}"' if strike.stream else "") + _TRIGGERS[strike.trigger]
+    trigger = _TRIGGERS[strike.trigger].format(
+        prefill=_near(strike.where, "prefill"), decode=_near(strike.where, "decode")
+    )
+    when = (f', stream="{strike.stream}"' if strike.stream else "") + trigger
     if strike.held:  # healed once decode gave the prefill up, or the heartbeat's bound passed
         when += f', until=scenario.logs("decode", "{PREFILL_LOST}"), hold_s=bounds.heartbeat_detect_s + bounds.slack_s'
     a, w = strike.action, strike.where
@@ -120,7 +134,13 @@ def render(schedule: Schedule, *, note: str = "") -> str:
     blocks = sum(bool(s.strike) or s.load.shape == "impatient" for s in steps)
     faults = blocks > 0
     cut = cuts(s.strike for s in steps if s.strike)
-    decode_ended = any(s.strike and s.strike.action in ends_serving() and s.strike.where == "decode" for s in steps)
+    decodes_ended = tuple(
+        dict.fromkeys(
+            s.strike.where
+            for s in steps
+            if s.strike and s.strike.action in ends_serving() and s.strike.where.startswith("decode")
+        )
+    )
     # only the primary paths act: every release is theirs, none a backstop's
     primary_only = all(s.strike is None or primary_path(s.strike) for s in steps)
     body = ["d = deadlines(bounds)"]
@@ -129,7 +149,7 @@ def render(schedule: Schedule, *, note: str = "") -> str:
         f"baseline={bool(baselines)}, "
         f"conversations={any(s.load.shape == 'conversation' and s.load.rounds > 1 for s in steps)}"
         + ((f', cut="{cut[0]}"' if len(cut) == 1 else f", cut={cut!r}") if cut else "")
-        + (", decode_ended=True" if decode_ended else "")
+        + (f", decodes_ended={decodes_ended!r}" if decodes_ended else "")
         + (", drained=True" if any(s.strike and s.strike.action == "terminate" for s in steps) else "")
         + (", primary_only=True" if primary_only else "")
         + (
@@ -163,14 +183,15 @@ def render(schedule: Schedule, *, note: str = "") -> str:
             if step.load.shape == "unservable":  # no fault in its way: turned away at the door
                 run.append(f"scenario.judge(v.unservable_turned_away(within_s=bounds.refuse_s, workload=load{k}.name))")
     if faults:
-        body += [*run, f"settle_universal(scenario, bounds{', decode_ended=True' if decode_ended else ''})"]
+        body += [*run, f"settle_universal(scenario, bounds{', decode_ended=True' if decodes_ended else ''})"]
     else:  # the load is all the chaos there is: bracketed as the clients' own, as suites/test_overload.py does
         body += ['with faults.by_clients("load alone, no fault"):', *("    " + line for line in run)]
         body.append("quiet_universal(scenario, bounds)")
     doc = f"pd-chaos explore: seed {schedule.seed}, episode {schedule.episode}, target {schedule.target}."
     if note:
         doc += "\n\n" + textwrap.fill(note, 92)
-    doc += f"\n\nRun it again: pytest <this file> --target {schedule.target}"
+    again = f" --topology {schedule.topology}" if schedule.topology != "1p1d" else ""
+    doc += f"\n\nRun it again: pytest <this file> --target {schedule.target}{again}"
     return (
         f'"""{doc}\n"""\n\n'
         "import pytest\n\n"

@@ -82,7 +82,14 @@ def explore(
     while budget.left(started, len(episodes), time.monotonic()):
         n = _batch_size(budget, episodes, time.monotonic() - started)
         batch = [
-            generate(explorer.seed, len(episodes) + i, explorer.target, explorer.caps, max_steps=max_steps)
+            generate(
+                explorer.seed,
+                len(episodes) + i,
+                explorer.target,
+                explorer.caps,
+                max_steps=max_steps,
+                topology=explorer.topology,
+            )
             for i in range(n)
         ]
         ran = explorer.run_batch(batch, folder="episodes")

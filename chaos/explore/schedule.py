@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Collection, Iterable, Iterator
 
 from chaos.faults import kinds
+from chaos.system.topology import Topology, link_of
 from chaos.targets.base import Capability
 
 __all__ = [
@@ -108,6 +109,7 @@ class Schedule:
     episode: int
     target: str
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    topology: str = "1p1d"  # the stack's engines (chaos.system.topology): strikes may name any
 
     def as_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -116,7 +118,7 @@ class Schedule:
     def from_json(cls, text: str) -> Schedule:
         raw: dict[str, Any] = json.loads(text)
         steps = tuple(Step(Load(**s["load"]), Strike(**s["strike"]) if s.get("strike") else None) for s in raw["steps"])
-        return cls(raw["seed"], raw["episode"], raw["target"], steps)
+        return cls(raw["seed"], raw["episode"], raw["target"], steps, raw.get("topology", "1p1d"))
 
     def with_steps(self, steps: Collection[Step]) -> Schedule:
         return replace(self, steps=tuple(steps))
@@ -142,26 +144,33 @@ def primary_path(strike: Strike) -> bool:
     return kinds.primary_path(strike.action, strike.where)
 
 
-def strikes_for(caps: Collection[Capability]) -> list[Strike]:
-    """Every fault the target can fire (each ``on "now"``): process faults with process
-    control, a link's faults where the target can break that link. A toxic that stalls or
-    slows (blackhole, latency, bandwidth) comes once in each direction: a link's two ways
-    fail differently (decode's handshake never reaching prefill, or prefill's answer never
-    coming back). Down and reset end the connection whichever way: one each."""
+def strikes_for(caps: Collection[Capability], topology: Topology | None = None) -> list[Strike]:
+    """Every fault the target can fire (each ``on "now"``), on every engine of ``topology``
+    and its links: process faults with process control, a link's faults where the target can
+    break that link. A toxic that stalls or slows (blackhole, latency, bandwidth) comes once
+    in each direction: a link's two ways fail differently (decode's handshake never reaching
+    prefill, or prefill's answer never coming back). Down and reset end the connection
+    whichever way: one each. A second engine's links (``bootstrap2``, ``kv2``) are its
+    proxies, so only where the target proxies them (pdsim's stacks)."""
+    topology = topology or Topology()
+    engines = topology.engines
     out: list[Strike] = []
     if Capability.PROCESS_CONTROL in caps:
-        for service in ("prefill", "decode", "router"):
+        for service in (*engines, "router"):
             out += [Strike(action, service) for action in ("kill", "restart", "terminate")]
-        out += [Strike("freeze", "prefill"), Strike("freeze", "decode")]
-    out += [Strike("abort_all", "prefill"), Strike("abort_all", "decode")]
+        out += [Strike("freeze", engine) for engine in engines]
+    out += [Strike("abort_all", engine) for engine in engines]
+    # a second engine's control and kv links are proxies on pdsim's stacks only (real SGLang's
+    # are packet rules on the first pair's ports); its bootstrap link is a proxy on every target
+    second = Capability.DEFECTS in caps
     links = {
         "client_router": Capability.PROXIED_CLIENT,
-        "bootstrap": Capability.PROXIED_BOOTSTRAP,
-        "control": Capability.CONTROL_LINK,
-        "kv": Capability.KV_LINK,
+        **{link_of("bootstrap", p): Capability.PROXIED_BOOTSTRAP for p in topology.prefill_names},
+        **{link_of("control", p): Capability.CONTROL_LINK for p in topology.prefill_names},
+        **{link_of("kv", d): Capability.KV_LINK for d in topology.decode_names},
     }
     for link, needs in links.items():
-        if needs not in caps:
+        if needs not in caps or (link[-1].isdigit() and not link.startswith("bootstrap") and not second):
             continue
         out += [Strike("down", link), Strike("reset_peer", link)]
         stalls = [("blackhole", 0), ("bandwidth", 4)]
@@ -186,9 +195,9 @@ def _load(rng: random.Random, *, held: bool) -> Load:
     return Load(shape, rng.randint(2, 6), words=rng.choice((10, 200)), max_tokens=tokens)
 
 
-def _deck(seed: int, caps: Collection[Capability]) -> Iterator[Strike]:
+def _deck(seed: int, caps: Collection[Capability], topology: Topology) -> Iterator[Strike]:
     """The faults of ``caps`` in rounds, each round every fault once in an order of its own."""
-    faults = strikes_for(caps)
+    faults = strikes_for(caps, topology)
     for round_ in itertools.count():
         order = list(faults)
         random.Random(f"pd-chaos explore deck {seed}:{round_}").shuffle(order)
@@ -209,7 +218,7 @@ def _steps(rng: random.Random, deck: Iterator[Strike], *, max_steps: int) -> tup
         strike = None
         if struck and load.shape not in ("impatient", "unservable"):
             strike = replace(next(deck), trigger=trigger)
-            if strike.action in HOLDABLE.get(strike.where, ()):
+            if strike.action in HOLDABLE.get(strike.where.rstrip("0123456789"), ()):
                 strike = replace(strike, held=rng.random() < 0.5)
         steps.append(Step(load, strike))
     return tuple(steps)
@@ -230,16 +239,26 @@ def _flushes(rng: random.Random, steps: tuple[Step, ...]) -> tuple[Step, ...]:
     return tuple(out)
 
 
-def generate(seed: int, episode: int, target: str, caps: Collection[Capability], *, max_steps: int = 3) -> Schedule:
+def generate(
+    seed: int,
+    episode: int,
+    target: str,
+    caps: Collection[Capability],
+    *,
+    max_steps: int = 3,
+    topology: Topology | None = None,
+) -> Schedule:
     """Episode ``episode`` of ``seed``: one to ``max_steps`` steps (``_steps``), some with a
     cache flush (``_flushes``). Each episode's draws come from its own generators, and its
     faults from the seed's deck where the episodes before it left off (replayed: a few
-    hundred draws), so the same seed, episode and capabilities give the same schedule,
-    whichever episodes ran before."""
-    deck = _deck(seed, caps)
+    hundred draws), so the same seed, episode, capabilities and topology give the same
+    schedule, whichever episodes ran before."""
+    topology = topology or Topology()
+    deck = _deck(seed, caps, topology)
     for e in range(episode + 1):
         steps = _steps(random.Random(f"pd-chaos explore {seed}:{e}"), deck, max_steps=max_steps)
-    return Schedule(seed, episode, target, _flushes(random.Random(f"pd-chaos explore flush {seed}:{episode}"), steps))
+    flushed = _flushes(random.Random(f"pd-chaos explore flush {seed}:{episode}"), steps)
+    return Schedule(seed, episode, target, flushed, topology.name)
 
 
 def cuts(strikes: Iterable[Strike]) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from chaos.explore.shrink import candidates, shrink
 from chaos.judge.model import Evidence, Role, Status
 from chaos.observe.records import Outcome
 from chaos.run.results import JudgedVerdict, TestResult
+from chaos.system.topology import Topology
 from chaos.targets.base import REAL_SGLANG, Capability
 
 ALL = frozenset(Capability)
@@ -134,7 +135,7 @@ def test_a_rendered_step_starts_its_load_and_heals_after_it():
     # again once healed and serving
     assert "load1.join()\n    workload.probe_until_ok(within_s=bounds.recovery_s)\n    workload.conversations(" in text
     assert "every_heal" not in text  # one fault: settle's recovers judges its heal
-    assert "judge_universal(scenario, d, baseline=True, conversations=True, decode_ended=True)" in text
+    assert "judge_universal(scenario, d, baseline=True, conversations=True, decodes_ended=('decode',))" in text
     # a decode killed may leave rooms only its watchdog frees: the leak window is its bound
     assert "settle_universal(scenario, bounds, decode_ended=True)" in text
     assert "return 1  #" in text  # the seed is pinned in the file
@@ -448,3 +449,26 @@ def test_a_fault_never_healed_explains_what_it_met_until_the_history_ends():
     h.append(Invoke(8.0, 0.0, "a", "/v1/chat/completions", True, phase=Phase.FAULT))
     h.append(Complete(9.0, 0.0, "a", Outcome.CLIENT_TIMEOUT, None, "timeout"))
     assert check(h).status is Status.PASS, check(h).message  # still frozen when it was sent
+
+
+def test_a_topology_deals_faults_on_every_engine_and_its_links():
+    """2P1D on pdsim: the second prefill is killed, frozen, aborted like the first, its
+    bootstrap and control proxies broken; on real SGLang only its bootstrap proxy (its control
+    link is packet rules on the first pair's ports). The schedule names its topology, and a
+    trigger at prefill waits on the engine struck."""
+    two = Topology(2, 1)
+    where = {s.where for s in strikes_for(ALL, two)}
+    assert {"prefill2", "bootstrap2", "control2"} <= where and "kv2" not in where
+    assert {"prefill2", "bootstrap2"} <= {s.where for s in strikes_for(REAL_SGLANG | {Capability.CONTROL_LINK}, two)}
+    assert "control2" not in {s.where for s in strikes_for(REAL_SGLANG | {Capability.CONTROL_LINK}, two)}
+    assert strikes_for(ALL) == strikes_for(ALL, Topology())  # one of each: the deck it always was
+    drawn = [generate(3, e, "embedded", ALL, topology=two) for e in range(30)]
+    assert all(s.topology == "2p1d" and Schedule.from_json(s.as_json()) == s for s in drawn)
+    assert any(st.strike and st.strike.where.endswith("2") for s in drawn for st in s.steps)
+    killed = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("kill", "prefill2", "at_prefill")),), "2p1d")
+    text = render(killed)
+    assert 'faults.kill("prefill2", when=scenario.received("prefill2"))' in text
+    assert "--target embedded --topology 2p1d" in text
+    decode2 = Schedule(1, 0, "embedded", (Step(Load("streams", 2), Strike("kill", "decode2", "at_decode")),), "1p2d")
+    assert "decodes_ended=('decode2',)" in render(decode2)
+    assert 'scenario.requests_at("decode2") >= 1' in render(decode2)

@@ -34,7 +34,7 @@ def _killed_decode() -> Schedule:
 
 def test_explore_and_the_verdicts_read_the_one_declaration(monkeypatch: pytest.MonkeyPatch) -> None:
     assert v.no_hidden_fault()(_served_through("kill")).status is v.Status.FAIL
-    assert "decode_ended=True" in render(_killed_decode())
+    assert "decodes_ended=('decode',)" in render(_killed_decode())
     kv_down = Strike("down", "kv")
     assert primary_path(kv_down) and cuts([Strike("blackhole", "client_router")]) == ("link",)
     assert CUT_BY is CUT_OUTCOMES
@@ -45,7 +45,7 @@ def test_explore_and_the_verdicts_read_the_one_declaration(monkeypatch: pytest.M
     monkeypatch.setitem(KINDS, "down", Kind())
     monkeypatch.setitem(KINDS, "blackhole", Kind())
     assert v.no_hidden_fault()(_served_through("kill")).status is v.Status.NOT_AT_STAKE
-    assert "decode_ended" not in render(_killed_decode())
+    assert "decodes_ended" not in render(_killed_decode())
     assert not primary_path(kv_down) and cuts([Strike("blackhole", "client_router")]) == ()
 
 
