@@ -100,6 +100,10 @@ KILLERS: dict[str, Killer] = {
     "kv_checksum_ignored": Killer("suites/test_kv_corruption.py", "never_served_wrong"),
     "idle_transfer_stall": Killer("suites/test_idle_burst.py", "first_bytes_as_fast_after_idle"),
     "page_size_unchecked": Killer("suites/test_mismatched_engines.py", "refused_naming_the_mismatch"),
+    "lost_prefill_fails_every_room": Killer(
+        "suites/test_topology.py::test_one_worker_killed_while_its_twin_serves[2p1d-prefill2]",
+        "healthy_workers_unaffected",
+    ),
     "sampling_unchecked": Killer(
         "suites/test_hostile_input.py::test_hostile_requests_are_refused_clearly", "client_errors_refused"
     ),
