@@ -39,8 +39,10 @@ pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")
 WAVES = ((150, 0.1), (1000, 0.02))
 STREAMS = 48  # a wave of 0.1 s apart lasts 4.8 s, past two of smg's load polls
 WAVE_DRAIN_S = 5.0  # how long after a wave's last stream smg's poll may still find the queue past the mark
-# sent at once when the veto is seen: within its first second, well inside the 2 s to the next
-# poll (the stack's --load-monitor-interval)
+# smg's load polls (its --load-monitor-interval, 10 s by default), scaled like its health checks:
+# a veto lasts until the next one
+LOAD_POLL_S = 2
+# sent at once when the veto is seen: within its first second, well inside the 2 s to the next poll
 TAIL, TAIL_INTERVAL_S = 10, 0.1
 TOKENS = 64
 
@@ -77,6 +79,7 @@ def stack(stack_factory, shape):
         topology=shape.topology,
         router_policy="round_robin",
         timeouts=Timeouts(bootstrap_s=300, waiting_s=60, inflight_s=90),
+        router_load_monitor_interval_s=LOAD_POLL_S,
     ) as target:
         yield target
 

@@ -195,11 +195,11 @@ class StackConfig:
     router_health_failure_threshold: int = 3
     router_health_success_threshold: int = 2
     router_health_check_timeout_s: int = 5
-    # how often smg polls each worker's load (its --load-monitor-interval, 10 s by default),
-    # which its overload protection reads: a worker whose queue is at or over
+    # how often smg polls each worker's load (its --load-monitor-interval, its default), which
+    # its overload protection reads: a worker whose queue is at or over
     # router_overload_waiting_requests at a poll is left out of routing until the next one,
-    # while another worker is under the mark; scaled like the health checks
-    router_load_monitor_interval_s: int = 2
+    # while another worker is under the mark (suites/test_twin_overload.py polls every 2 s)
+    router_load_monitor_interval_s: int = 10
     router_overload_waiting_requests: int = 8  # smg's --worker-overload-waiting-requests (its default)
     # smg's admission control: requests over --max-concurrent-requests wait in a queue of
     # --queue-size for up to --queue-timeout-secs, the rest are shed (smg's defaults: a bound
