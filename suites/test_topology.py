@@ -32,9 +32,11 @@ pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control")
 INTERVAL_S = 0.25  # one stream sent every this long, throughout
 WORDS = 100  # rooms wait on decode while prefill computes them, and one decode absorbs them all
 MAX_TOKENS = 64  # streams long enough that each decode holds some at any moment
-# a prompt whose forward (pdsim: 1 ms a token) outlasts decode's heartbeat giving a dead
-# prefill up (two misses 2 s apart: under 4.5 s) and stays within its waiting timeout (6 s)
-LONG_WORDS = 4500
+# a prompt whose forward (pdsim: 1 ms a token, about 1.1 tokens a word: 4.3 s) outlasts decode's
+# heartbeat giving a dead prefill up (its second miss, 2 s after the first: within 4 s of the
+# kill), while a short stream queued behind it still gets its KV inside decode's 6 s waiting
+# timeout (at 4500 words one did not: 6.0 s)
+LONG_WORDS = 3800
 BEFORE_S = 4.0  # streams sent before the strike: the trigger finds both workers busy within it
 AFTER_S = 3.0  # streams sent past each bound: what the verdicts after it judge
 
