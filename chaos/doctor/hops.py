@@ -19,6 +19,7 @@ from typing import Any
 
 from chaos.observe.pipeline import BEFORE_ROUTER, PIPELINE, Hop
 from chaos.observe.pipeline import HOPS as PIPELINE_ORDER  # log-only hops included
+from chaos.system.topology import first_of_kind
 
 __all__ = ["BEFORE_ROUTER", "HOPS", "Diagnosis", "Hop", "HopStats", "diagnose", "hop_stats"]
 
@@ -131,7 +132,7 @@ def diagnose(
     engines_idle = all(not by[h].max for h in ENGINE_HOPS if h in by) and not any(s != "router" for s in unreachable)
 
     # decodes, then prefills, then the router: every engine of a topology (decode2 among them)
-    order = sorted(unreachable, key=lambda s: (("decode", "prefill", "router").index(s.rstrip("0123456789")), s))
+    order = sorted(unreachable, key=lambda s: (("decode", "prefill", "router").index(first_of_kind(s)), s))
     for service in order:
         if service in unreachable:
             # the hop its open requests sit in, from its last answered samples or its log

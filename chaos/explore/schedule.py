@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Collection, Iterable, Iterator
 
 from chaos.faults import kinds
-from chaos.system.topology import Topology, link_of
+from chaos.system.topology import Topology, first_of_kind, link_of
 from chaos.targets.base import Capability
 
 __all__ = [
@@ -218,7 +218,7 @@ def _steps(rng: random.Random, deck: Iterator[Strike], *, max_steps: int) -> tup
         strike = None
         if struck and load.shape not in ("impatient", "unservable"):
             strike = replace(next(deck), trigger=trigger)
-            if strike.action in HOLDABLE.get(strike.where.rstrip("0123456789"), ()):
+            if strike.action in HOLDABLE.get(first_of_kind(strike.where), ()):
                 strike = replace(strike, held=rng.random() < 0.5)
         steps.append(Step(load, strike))
     return tuple(steps)

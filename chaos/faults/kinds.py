@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from chaos.observe.records import Outcome
+from chaos.system.topology import first_of_kind
 
 __all__ = ["ANYWHERE", "CUT_OUTCOMES", "KINDS", "Kind", "cut_of", "ends_serving", "primary_path"]
 
@@ -82,7 +83,7 @@ def ends_serving() -> frozenset[str]:
 def _first(where: str) -> str:
     """The first of a kind that ``where`` is one of: a second engine or its link (``decode2``,
     ``kv2``: ``chaos.system.topology``) means what the first one does."""
-    return where.rstrip("0123456789")
+    return first_of_kind(where)
 
 
 def primary_path(action: str, where: str) -> bool:

@@ -8,13 +8,25 @@ from typing import Collection, Iterable, Iterator
 
 from chaos.observe.history import History
 from chaos.observe.records import LogEvent
+from chaos.system.topology import is_engine, kind_of
 
-__all__ = ["log_lines", "receptions"]
+__all__ = ["log_lines", "placed", "receptions"]
 
 
 def log_lines(history: History, service: str, ops: Collection[str]) -> Iterator[LogEvent]:
     """``service``'s captured log lines about one of ``ops`` (``chaos.observe.logs``)."""
     return (ev for ev in history.of(LogEvent) if ev.service == service and ev.op in ops)
+
+
+def placed(history: History, engine: str) -> dict[str, set[str]]:
+    """Each request's engines of ``engine``'s kind (its twins in a topology and itself), by
+    their log lines about it: a request an engine logged went through it."""
+    kind = kind_of(engine)
+    where: dict[str, set[str]] = {}
+    for ev in history.of(LogEvent):
+        if ev.op and is_engine(ev.service) and kind_of(ev.service) == kind:
+            where.setdefault(ev.op, set()).add(ev.service)
+    return where
 
 
 def receptions(history: History, service: str, ops: Iterable[str]) -> dict[str, int]:

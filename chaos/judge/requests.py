@@ -9,12 +9,13 @@ from chaos.faults.kinds import ends_serving
 from chaos.judge.attempts import End, endings, in_words
 from chaos.judge.clock import Since, start
 from chaos.judge.declare import verdict
+from chaos.judge.logs import placed
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label, naming, none_completed, phase_tag, scope
 from chaos.observe.history import History
 from chaos.observe.phases import fault_spans
 from chaos.observe.pipeline import SCHEDULER_PASS_S
-from chaos.observe.records import Done, FaultEvent, LogEvent, Outcome, Phase, Stage
+from chaos.observe.records import Done, FaultEvent, Outcome, Phase, Stage
 
 __all__ = [
     "every_request_terminal",
@@ -252,13 +253,6 @@ def _verified(h: History, actions: Collection[str], service: str | None = None) 
     ]
 
 
-def _twins_logged(h: History, service: str) -> set[str]:
-    """The other engines of ``service``'s kind that logged one of the test's requests (a
-    stack of more than one of a kind: ``chaos.system.topology``); none for one of each."""
-    kind = service.rstrip("0123456789")
-    return {ev.service for ev in h.of(LogEvent) if ev.service != service and ev.service.rstrip("0123456789") == kind}
-
-
 def _streaming_at(o: Done, t: float) -> bool:
     """Whether ``o`` is a stream that had its first byte before ``t`` and ended after it."""
     first = o.complete.first_byte_t
@@ -278,9 +272,9 @@ def no_hidden_fault(h: History, *, service: str = "decode", in_flight_s: float =
     if not ends:
         return nothing_at_stake(f"no kill, restart or abort of everything on {service} was verified")
     ops = completed(h, None)
-    if _twins_logged(h, service):  # more than one of its kind: only the streams it logged were its
-        on_it = {ev.op for ev in h.of(LogEvent) if ev.service == service}
-        ops = [o for o in ops if o.invoke.op in on_it]
+    where = placed(h, service)
+    if any(where_op - {service} for where_op in where.values()):  # a twin served some: only its own were its
+        ops = [o for o in ops if service in where.get(o.invoke.op, set())]
     struck = [(o, gone) for o in ops for begun, gone in ends if _streaming_at(o, begun)]
     hidden = [
         (o, gone) for o, gone in struck if o.outcome is Outcome.OK and any(c.t > gone + in_flight_s for c in o.chunks)

@@ -15,11 +15,11 @@ import math
 from typing import Any
 
 from chaos.judge.declare import verdict
+from chaos.judge.logs import placed
 from chaos.judge.model import Finding, failed, nothing_at_stake, passed, unknown
 from chaos.judge.ops import completed, label
 from chaos.observe.history import History
-from chaos.observe.records import Done, FaultEvent, LogEvent, Outcome, Stage
-from chaos.system.topology import kind_of
+from chaos.observe.records import Done, FaultEvent, Outcome, Stage
 
 __all__ = ["healthy_workers_unaffected", "routed_around", "taken_back"]
 
@@ -33,16 +33,6 @@ def _strike(h: History, struck: str) -> tuple[float, float] | None:
     first = min(starts, key=lambda f: f.t)
     healed = [f.t for f in events if f.fault == first.fault and f.stage is Stage.HEALED]
     return first.t, (min(healed) if healed else math.inf)
-
-
-def _placed(h: History, struck: str) -> dict[str, set[str]]:
-    """Each request's engines of the struck one's kind, by their log lines about it."""
-    kind = kind_of(struck)
-    where: dict[str, set[str]] = {}
-    for ev in h.of(LogEvent):
-        if ev.op and ev.service != "router" and kind_of(ev.service) == kind:
-            where.setdefault(ev.op, set()).add(ev.service)
-    return where
 
 
 def _no_strike(struck: str) -> Finding:
@@ -61,7 +51,7 @@ def healthy_workers_unaffected(h: History, *, struck: str) -> Finding:
     if span is None:
         return _no_strike(struck)
     start, healed = span
-    where = _placed(h, struck)
+    where = placed(h, struck)
     twins = [
         o
         for o in completed(h, None)
@@ -106,7 +96,7 @@ def routed_around(h: History, *, struck: str, within_s: float) -> Finding:
     if span is None:
         return _no_strike(struck)
     start, healed = span
-    where = _placed(h, struck)
+    where = placed(h, struck)
     late = [o for o in completed(h, None) if start + within_s <= o.invoke.t <= healed]
     if not late:
         return nothing_at_stake(f"no request was sent between {within_s:g}s after the strike and the heal")
@@ -147,7 +137,7 @@ def taken_back(h: History, *, struck: str, within_s: float) -> Finding:
     _, healed = span
     if healed == math.inf:
         return unknown(f"{struck} was never healed")
-    where = _placed(h, struck)
+    where = placed(h, struck)
     after = [o for o in completed(h, None) if o.invoke.t >= healed]
     served = sorted(
         (o for o in after if o.outcome is Outcome.OK and struck in where.get(o.invoke.op, set())),

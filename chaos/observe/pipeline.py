@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from chaos.system.topology import first_of_kind
+
 __all__ = [
     "BEFORE_ROUTER",
     "CIRCUIT_FAILURES",
@@ -65,7 +67,7 @@ def on_engines(metrics: "tuple[Metric, ...] | list[Metric]", engines: "tuple[str
     ``engines`` (a topology's: ``prefill2``'s queues as ``prefill``'s); the rest as they are."""
     out: list[Metric] = []
     for m in metrics:
-        kin = [e for e in engines if e.rstrip("0123456789") == m.source] if m.source in ("prefill", "decode") else []
+        kin = [e for e in engines if first_of_kind(e) == m.source] if m.source in ("prefill", "decode") else []
         out += [Metric(e, m.name) for e in kin] or [m]
     return tuple(out)
 

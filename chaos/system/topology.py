@@ -19,7 +19,17 @@ from dataclasses import dataclass
 
 from chaos.errors import ConfigError
 
-__all__ = ["ENGINE_NAME", "MAX_OF_A_KIND", "Topology", "is_engine", "kind_of", "link_ends", "link_of", "worker_name"]
+__all__ = [
+    "ENGINE_NAME",
+    "MAX_OF_A_KIND",
+    "Topology",
+    "first_of_kind",
+    "is_engine",
+    "kind_of",
+    "link_ends",
+    "link_of",
+    "worker_name",
+]
 
 MAX_OF_A_KIND = 2  # the ports of one stack hold two of each (chaos.system.ports.PortPlan)
 ENGINE_NAME = re.compile(r"^(prefill|decode)(\d*)$")
@@ -30,6 +40,12 @@ _LINK = re.compile(r"^(bootstrap|control|kv)(\d*)$")
 def worker_name(kind: str, index: int) -> str:
     """``kind``'s engine number ``index`` (from 0): ``decode``, ``decode2``."""
     return kind if index == 0 else f"{kind}{index + 1}"
+
+
+def first_of_kind(name: str) -> str:
+    """The first of a kind that ``name`` is one of: ``decode2`` stands for ``decode``, ``kv2``
+    for ``kv``; any other name for itself."""
+    return name.rstrip("0123456789")
 
 
 def is_engine(service: str) -> bool:

@@ -38,7 +38,7 @@ from chaos.system.netns import Namespace, nfqueue_available
 from chaos.system.procs import ProcSpec, since_last_start
 from chaos.system.shm import remove_orphans
 from chaos.system.tools import REPO_ROOT
-from chaos.system.topology import is_engine, kind_of, link_ends, link_of
+from chaos.system.topology import first_of_kind, is_engine, kind_of, link_ends, link_of
 from chaos.system.wait import HTTP_CALL_S, wait_until
 from chaos.targets.base import ENGINE_LINKS, REAL_SGLANG, REAL_SGLANG_LINKS, Capability
 from chaos.targets.embedded import EmbeddedStack
@@ -184,7 +184,7 @@ class SGLangCPUStack(EmbeddedStack):
             )
         prefill, decode = link_ends(link)
         return sglang_packet_link(
-            link.rstrip("0123456789"),
+            first_of_kind(link),
             Namespace(self.pid("bridge")),
             lambda: since_last_start(self.logs(decode), decode),
             self.info.endpoints[f"{prefill}_bootstrap"],

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from chaos.errors import ConfigError
 from chaos.system.ports import LOOPBACK, STACK_PORTS, PortPlan  # the layout's public names, here too
-from chaos.system.topology import Topology, link_of
+from chaos.system.topology import Topology, first_of_kind, link_of
 from chaos.system.wait import STATE_CHANGE_S
 
 __all__ = [
@@ -298,7 +298,7 @@ class StackInfo:
             port_base=cfg.port_base,
             state_dir=str(Path(cfg.state_dir).resolve()),
             endpoints=endpoints,
-            proxies={name: lnk for name, lnk in proxies.items() if name.rstrip("0123456789") in links},
+            proxies={name: lnk for name, lnk in proxies.items() if first_of_kind(name) in links},
             services={},
             config={
                 "timeouts": cfg.timeouts.__dict__ | {"heartbeat_detect_s": cfg.timeouts.heartbeat_detect_s},
