@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_attempt, stop_after_delay, wait_fixed
 
@@ -64,7 +64,7 @@ class Background:
     """Daemon threads, one per named job: an interrupted run never waits for its agents
     at exit (ThreadPoolExecutor's workers would hold the interpreter open)."""
 
-    def __init__(self, jobs: dict[str, Callable[[], Any]]) -> None:
+    def __init__(self, jobs: Mapping[str, Callable[[], Any]]) -> None:
         self._results: dict[str, Any] = {}
         self._errors: dict[str, BaseException] = {}
         self._threads = [
@@ -105,22 +105,32 @@ class InFlight:
 
     @classmethod
     def start(
-        cls, sends: list[Callable[[], Complete]], deadlines: Deadlines, *, interval_s: float = 0.0, name: str = ""
+        cls,
+        sends: list[Callable[[], Complete]],
+        deadlines: Deadlines,
+        *,
+        interval_s: float = 0.0,
+        name: str = "",
+        stop: threading.Event | None = None,
     ) -> "InFlight":
         """Each send on its own thread, at once or, open loop, ``interval_s`` after the one
         before (arrivals on a schedule, whatever the replies do: load that keeps coming);
-        ``join`` is bounded by their deadlines and the schedule."""
+        ``join`` is bounded by their deadlines and the schedule. Once ``stop`` is set, the
+        sends still to come are not made: arrivals until what they probe for is over."""
+        halt = stop or threading.Event()
 
-        def at(delay_s: float, send: Callable[[], Complete]) -> Complete:
-            threading.Event().wait(delay_s)  # the send's slot in the schedule, not a wait for a condition
-            return send()
+        def at(delay_s: float, send: Callable[[], Complete]) -> Complete | None:
+            # the send's slot in the schedule, not a wait for a condition
+            return None if halt.wait(delay_s) else send()
 
-        jobs = {str(i): partial(at, i * interval_s, send) if interval_s else send for i, send in enumerate(sends)}
+        jobs = {str(i): partial(at, i * interval_s, send) for i, send in enumerate(sends)}
         return cls(Background(jobs), deadlines.ends_within_s + len(sends) * interval_s + 1, name)
 
     def join(self) -> list[Complete]:
+        """The endings of the requests sent, in sending order (a stopped schedule's unsent
+        ones left out)."""
         done = self.runner.join(self.bound_s)
-        return [done[str(i)] for i in range(len(done))]
+        return [c for i in range(len(done)) if (c := done[str(i)]) is not None]
 
 
 @dataclass
@@ -339,11 +349,12 @@ class Workload:
         hang_up_after: HangUp | None = None,
         interval_s: float = 0.0,
         invalid: str = "",
+        stop: threading.Event | None = None,
     ) -> "InFlight":
-        """Send every body at once (or one every ``interval_s``), each on its own connection,
-        in the background: requests in flight while a fault happens. ``join()`` waits for
-        them, bounded by their deadlines. ``invalid``: why every one is the client's own
-        error, where they are."""
+        """Send every body at once (or one every ``interval_s``, until ``stop`` is set), each
+        on its own connection, in the background: requests in flight while a fault happens.
+        ``join()`` waits for them, bounded by their deadlines. ``invalid``: why every one is
+        the client's own error, where they are."""
         d = deadlines or self.deadlines
         name = self._name("background")
         sends: list[Callable[[], Complete]] = [
@@ -359,7 +370,7 @@ class Workload:
             )
             for body in bodies
         ]
-        return InFlight.start(sends, d, interval_s=interval_s, name=name)
+        return InFlight.start(sends, d, interval_s=interval_s, name=name, stop=stop)
 
     def openai_background(
         self,

@@ -52,6 +52,11 @@ _SGLANG_STATE = {"Receive": "open", "Finish": "finished"}
 _SGLANG_START = "server_args="  # the first thing a starting SGLang server logs
 # smg 1.13.0's per-request lines: "started processing request" / "finished processing request"
 _ROUTER_STATE = re.compile(r"\b(started|finished) processing request\b")
+# smg 1.13.0's lines about a worker's state: a load poll setting or clearing its overload
+# veto (worker/monitor.rs), a health transition (worker/manager.rs, "old=NotReady new=Failed")
+_ROUTER_WORKER = re.compile(
+    r"Worker (?:overload veto (?P<veto>set|cleared)|status transition) worker_url=(?P<worker>\S+)(?: old=\w+ new=(?P<status>\w+))?"
+)
 
 # Both engines say which timeout released a room in the same words, since pdsim copies
 # SGLang's: "Request <room> timed out after 6.0s in KVPoll.WaitingForInput" (SGLang 0.5.23
@@ -76,17 +81,21 @@ def strip_ansi(line: str) -> str:
 
 
 def parse_router_line(line: str) -> dict[str, str]:
-    """The fields of an smg log line: its ``request_id``, its wall time ``ts`` (1 s
-    resolution) and, on a request's first and last line, ``state`` (``started`` or
-    ``finished`` processing it); empty without a request id."""
+    """The fields of an smg log line: its wall time ``ts`` (1 s resolution) and either its
+    ``request_id`` and, on a request's first and last line, ``state`` (``started`` or
+    ``finished`` processing it), or, on a line about a worker's state, the ``worker``'s URL
+    and its ``veto`` (``set`` or ``cleared``) or new health ``status``; empty otherwise."""
     m = _ROUTER_ID.search(line)
-    if m is None:
+    if m is not None:
+        fields = {"request_id": m.group(1)}
+        if state := _ROUTER_STATE.search(line):
+            fields["state"] = state.group(1)
+    elif w := _ROUTER_WORKER.search(line):
+        fields = {k: v for k, v in w.groupdict().items() if v}
+    else:
         return {}
-    fields = {"request_id": m.group(1)}
     if ts := _ROUTER_TS.match(line):
         fields["ts"] = str(time.mktime(time.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S")))
-    if state := _ROUTER_STATE.search(line):
-        fields["state"] = state.group(1)
     return fields
 
 
@@ -176,7 +185,9 @@ def save_logs(folder: Path, cursor: LogCursor) -> list[Path]:
 
 
 def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
-    """Append a LogEvent per line about one of ``op_ids``; returns how many."""
+    """Append a LogEvent per line about one of ``op_ids``, and one (with no op) per router
+    line about a worker's state, in the order the router logged them: what says which
+    requests smg began while a worker was vetoed; returns how many."""
     n = 0
     for service in cursor.services:
         rid_to_op = cursor.ops[service]
@@ -184,10 +195,10 @@ def capture_logs(history: History, cursor: LogCursor, op_ids: set[str]) -> int:
             if service == "router":
                 fields = parse_router_line(line)
                 rid = fields.get("request_id")
-                if rid is None or rid not in op_ids:
+                if rid not in op_ids and "worker" not in fields:
                     continue
                 t = float(fields.get("ts", history.started_wall)) - history.started_wall
-                history.append(LogEvent(t, service, line, op=rid, fields=fields))
+                history.append(LogEvent(t, service, line, op=rid or "", fields=fields))
                 n += 1
                 continue
             fields = parse_engine_line(line)

@@ -165,3 +165,15 @@ def test_background_with_an_interval_sends_on_its_schedule(workload, history):
     assert [c.outcome for c in done] == [Outcome.OK] * 4
     gaps = [b - a for a, b in itertools.pairwise(sent)]
     assert all(0.25 <= g <= 0.6 for g in gaps), gaps
+
+
+def test_a_stopped_schedule_sends_no_more(workload, history):
+    """Arrivals until told to stop: the sends already made end as ever, the rest are never
+    made, and ``join`` returns the ones made."""
+    stop = threading.Event()
+    flow = workload.background([CHAT] * 50, interval_s=0.1, stop=stop)
+    wait_until(lambda: len(history.ops()) >= 3, timeout_s=10, what="three sends")
+    stop.set()
+    done = flow.join()
+    assert 3 <= len(done) < 50 and all(c.outcome is Outcome.OK for c in done)
+    assert len(history.ops()) == len(done)

@@ -21,6 +21,7 @@ from suites.test_proxy_wedge import stuck_before_router
 from suites.test_reply_endings import Ending, replies_end_where_asked
 from suites.test_retry_amplification import amplification_at_most, requests_retried
 from suites.test_soak import does_not_grow
+from suites.test_twin_overload import began_inside_the_veto
 from tests.judge.histories import fault, op, series, soak_history, status
 
 
@@ -287,3 +288,29 @@ def test_refused_naming_the_mismatch():
     assert "failed after 6.20s" in judged["slow"].message and judged["slow"].status is v.Status.FAIL
     assert "names no mismatch" in judged["vague"].message and judged["vague"].evidence.ops == ("r1",)
     assert status(check, History()) is v.Status.NOT_AT_STAKE
+
+
+def _router(h: History, *lines: tuple[str, dict[str, str]]) -> None:
+    for op_id, fields in lines:
+        h.append(LogEvent(0.0, "router", "", op=op_id, fields=fields))
+
+
+def test_began_inside_the_veto():
+    """Only a request smg began between the twin's veto and its clearing, while the struck
+    worker was not yet Failed, is one the veto routed: smg's order, not its 1 s stamps."""
+    twin, struck, prefill = "http://t", "http://s", "http://p"
+    veto, cleared = {"worker": twin, "veto": "set"}, {"worker": twin, "veto": "cleared"}
+    failed = {"worker": struck, "status": "Failed"}
+    began = {"state": "started"}
+    inside, after, once_failed, other_worker, both = History(), History(), History(), History(), History()
+    _router(inside, ("a", began), ("", veto), ("b", began), ("b", {"state": "finished"}), ("", cleared))
+    _router(after, ("a", began), ("", veto), ("", cleared), ("b", began))
+    _router(once_failed, ("", failed), ("", veto), ("b", began))
+    _router(other_worker, ("", {"worker": struck, "veto": "set"}), ("b", began))
+    # every prefill vetoed too: smg 1.13.0 routes past the vetoes, so those requests do not count
+    _router(both, ("", veto), ("a", began), ("", {"worker": prefill, "veto": "set"}), ("b", began))
+    check = began_inside_the_veto(twin=twin, struck=struck, others=(prefill,), why="x")
+    assert status(check, inside) is v.Status.PASS and check(inside).evidence.ops == ("b",)
+    assert status(check, both) is v.Status.PASS and check(both).evidence.ops == ("a",)
+    for h in (after, once_failed, other_worker, History()):
+        assert status(check, h) is v.Status.UNMET

@@ -255,3 +255,46 @@ def test_a_router_line_reads_as_its_request_and_what_smg_did_with_it():
     assert parse_router_line(_SMG + "finished processing request status=200")["state"] == "finished"
     assert "state" not in parse_router_line(_SMG + "routing to worker")
     assert parse_router_line("2026-12-06 07:18:36  INFO no request here") == {}
+
+
+_VETO = (
+    "2026-12-07 13:44:34  INFO smg::worker::monitor: model_gateway/src/worker/monitor.rs:505: Worker overload veto "
+    "{} worker_url=http://127.0.0.1:22009 overloaded=true waiting_requests=28 kv_pressure=0.5641"
+)
+_FAILED = (
+    "2026-12-07 13:44:46  INFO smg::worker::manager: model_gateway/src/worker/manager.rs:693: Worker status "
+    "transition worker_url=http://127.0.0.1:22021 old=NotReady new=Failed"
+)
+
+
+def test_a_router_line_about_a_worker_reads_as_its_veto_or_its_health():
+    """smg 1.13.0's words for a load poll's veto and a health transition, parsed at capture."""
+    assert parse_router_line(_VETO.format("set"))["veto"] == "set"
+    cleared = parse_router_line(_VETO.format("cleared"))
+    assert (cleared["worker"], cleared["veto"]) == ("http://127.0.0.1:22009", "cleared")
+    failed = parse_router_line(_FAILED)
+    assert (failed["worker"], failed["status"]) == ("http://127.0.0.1:22021", "Failed") and "veto" not in failed
+
+
+def test_worker_lines_join_the_history_in_the_order_smg_logged_them(tmp_path):
+    """Every line about a worker is kept (it names no request), between the lines of the
+    test's own requests, in the router's order: what places a request inside a veto."""
+    lines = [
+        _SMG + "started processing request",
+        _VETO.format("set"),
+        _SMG.replace("op9", "op10") + "started processing request",
+        _SMG.replace("op9", "other") + "started processing request",
+        _VETO.format("cleared"),
+    ]
+    log = tmp_path / "router.log"
+    log.write_text("")
+    cursor = LogCursor(lambda _: log.read_text(), ("router",))
+    log.write_text("\n".join(lines) + "\n")
+    h = History()
+    assert capture_logs(h, cursor, {"op9", "op10"}) == 4
+    assert [(ev.op, ev.fields.get("veto", ev.fields.get("state"))) for ev in h.of(LogEvent)] == [
+        ("op9", "started"),
+        ("", "set"),
+        ("op10", "started"),
+        ("", "cleared"),
+    ]
