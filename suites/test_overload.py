@@ -166,7 +166,7 @@ def stack(stack_factory):
         yield target
 
 
-def _mixed(workload, n: int, *, max_tokens: int, tag: str) -> list[dict]:
+def mixed(workload, n: int, *, max_tokens: int, tag: str) -> list[dict]:
     """Long and short prompts, streamed and not, alternating."""
     return [
         workload.chat(
@@ -196,7 +196,7 @@ def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bo
         f"overload: {QUEUED} requests, one every {ARRIVAL_S:g} s, {TOKENS} tokens each, into a decode running {RUNNING}"
     ):
         workload.background(
-            _mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S
+            mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S
         ).join()
     scenario.require(
         queued_for(
@@ -219,7 +219,7 @@ def test_the_router_sheds_beyond_its_limits_at_once_and_serves_the_rest(scenario
     )
     with faults.by_clients(f"burst: {n} requests at once against smg's {ADMITTED} admitted and {ROUTER_QUEUE} queued"):
         workload.background(
-            _mixed(workload, n, max_tokens=150, tag="burst"), deadlines=d
+            mixed(workload, n, max_tokens=150, tag="burst"), deadlines=d
         ).join()  # long enough that no permit frees during the burst
     scenario.require(gauge_reached(ADMISSION, ADMITTED, why="the burst never filled smg's admission"))
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
@@ -233,7 +233,7 @@ def test_prefill_sigterm_drains_the_requests_it_holds(scenario, workload, faults
         v.outcomes_in(set(), phase=Phase.FAULT),  # each held request is served, to [DONE] for a stream
         v.not_ready_before_gone("prefill"),
     )
-    streams = workload.background(_mixed(workload, HELD, max_tokens=TOKENS, tag="held"), deadlines=d)
+    streams = workload.background(mixed(workload, HELD, max_tokens=TOKENS, tag="held"), deadlines=d)
     # the drain may take as long as the requests it holds need: bounded by the client's deadline
     held = gauge(*PREFILL_BOOTSTRAP) >= HELD // 4
     with faults.terminate(

@@ -163,6 +163,7 @@ def test_with_two_gpus_modules_with_their_own_stack_run_before_the_sessions():
     end, starts after them; with four, the suites keep their file order."""
     own = {
         "suites/test_overload.py",
+        "suites/test_default_backpressure.py",
         "suites/test_decode_radix_cache.py",
         "suites/test_kv_corruption.py",
         "suites/test_engine_hooks.py",
