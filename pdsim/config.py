@@ -55,6 +55,8 @@ class EngineConfig:
     # and decode must hold the same layout to receive its KV
     page_size: int = 1
     max_total_num_tokens: int = 32768
+    # the longest request it takes (SGLang's --context-length); None: the token pool's size
+    context_length: int | None = None
     tick_s: float = 0.005
     truncate_tokens: int = 200
     mixup_period: int = 3
@@ -79,6 +81,8 @@ class EngineConfig:
             raise ValueError("decode needs --kv-port")
         if self.page_size < 1:
             raise ValueError("page_size must be >= 1")
+        if self.context_length is not None and self.context_length < 1:
+            raise ValueError("context_length must be >= 1")
         for name in ("prefill_s_per_token", "decode_s_per_step", "tick_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -89,6 +93,11 @@ class EngineConfig:
         extra slots for requests in transfer (twice the limit when it is 32 or less)."""
         extra = 2 * self.max_running_requests if self.max_running_requests <= 32 else 0
         return self.max_running_requests + extra
+
+    @property
+    def context_len(self) -> int:
+        """The longest request, in tokens: what SGLang's tokenizer manager checks each against."""
+        return self.context_length or self.max_total_num_tokens
 
     @property
     def control_address(self) -> str:
@@ -118,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--disaggregation-decode-enable-radix-cache", dest="decode_radix_cache", action="store_true")
     p.add_argument("--disaggregation-enable-kv-checksum", dest="kv_checksum", action="store_true")
     p.add_argument("--page-size", type=int, default=1)
+    p.add_argument("--context-length", type=int, default=None)
     return p
 
 
@@ -141,6 +151,7 @@ def config_from_args(argv: list[str] | None = None) -> EngineConfig:
         decode_radix_cache=a.decode_radix_cache,
         kv_checksum=a.kv_checksum,
         page_size=a.page_size,
+        context_length=a.context_length,
         truncate_tokens=int(os.environ.get("PDSIM_TRUNCATE_TOKENS", "200")),
         # EnvInt and EnvFloat as in SGLang 0.5.23 (pdsim/environ.py), with its floors (common/conn.py)
         bootstrap_timeout_s=env_int("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", 300),

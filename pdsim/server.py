@@ -79,7 +79,7 @@ class Api:
                 "dp_size": 1,
                 "max_running_requests": cfg.max_running_requests,
                 "max_total_num_tokens": cfg.max_total_num_tokens,
-                "context_length": cfg.max_total_num_tokens,
+                "context_length": cfg.context_len,
                 "version": "0.5.0-pdsim",
                 "internal_states": [
                     {
@@ -202,7 +202,7 @@ class Api:
                     body,
                     model=cfg.model,
                     truncate_to=self.truncate_to,
-                    context_len=cfg.max_total_num_tokens,
+                    context_len=cfg.context_len,
                     check_sampling=cfg.behaviour.sampling_checked,
                 )
                 req.client_id = request.headers.get("x-request-id")

@@ -101,6 +101,7 @@ def command(
     decode_radix_cache: bool = False,
     kv_checksum: bool = False,
     page_size: int | None = None,
+    context_length: int | None = None,
 ) -> list[str]:
     """The engine's argv after the interpreter. The running limit is the stack's (an overload
     suite runs a stack with a small one), and so are decode's radix cache and the KV checksum
@@ -118,6 +119,8 @@ def command(
         argv += ["--disaggregation-enable-kv-checksum"]
     if page_size is not None:  # where a stack makes one engine's KV layout differ from the other's
         argv += ["--page-size", str(page_size)]
+    if context_length is not None:  # where a stack makes one engine's longest request differ
+        argv += ["--context-length", str(context_length)]
     return argv
 
 
@@ -155,10 +158,11 @@ def main(args: list[str] | None = None) -> None:
         help="both engines: SGLang's own flag, passed on",
     )
     parser.add_argument("--page-size", type=int, help="SGLang's own flag, passed on (default: SGLang's)")
+    parser.add_argument("--context-length", type=int, help="SGLang's own flag, passed on (default: the model's)")
     a = parser.parse_args(args)
     argv = command(a.role, model_path=a.model_path, served_model_name=a.served_model_name, port=a.port, nccl_port=a.nccl_port,
                    max_running_requests=a.max_running_requests, bootstrap_port=a.bootstrap_port, decode_radix_cache=a.decode_radix_cache,
-                   kv_checksum=a.kv_checksum, page_size=a.page_size)  # fmt: skip
+                   kv_checksum=a.kv_checksum, page_size=a.page_size, context_length=a.context_length)  # fmt: skip
     os.execve(sys.executable, [sys.executable, *argv], environment(a.role, dict(os.environ)))
 
 

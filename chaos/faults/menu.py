@@ -18,7 +18,7 @@ from chaos.errors import ConfigError
 from chaos.faults.client import ClientFault, Idle
 from chaos.faults.engine_api import AbortAll, CacheFlush, SenderCorrupt
 from chaos.faults.hooks import EngineHooks
-from chaos.faults.mismatch import MismatchedPages
+from chaos.faults.mismatch import MismatchedStart
 from chaos.faults.network import ProxyDown, ToxicFault, toxiproxy_restarter
 from chaos.faults.packet import PacketFault, PacketLinks
 from chaos.faults.process import Freeze, Kill, Restart, Terminate
@@ -59,7 +59,14 @@ class Faults(FaultRunner):
     def mismatched_pages(self) -> FaultBlock:
         """Bracket the requests judged while decode's page size is not prefill's, as the
         stack's engines started (``stack_factory.own(decode_page_size=...)``)."""
-        return self.apply(MismatchedPages(self.target))
+        page_size = self.target.info.config.get("decode_page_size")
+        return self.apply(MismatchedStart(self.target, "decode", "--page-size", page_size))
+
+    def mismatched_context(self, service: str) -> FaultBlock:
+        """Bracket the requests judged while the context length of ``service``'s kind is not
+        the other's, as the stack's engines started (``stack_factory.own(context_length=...)``)."""
+        length = self.target.info.config.get("context_length", {}).get(service)
+        return self.apply(MismatchedStart(self.target, service, "--context-length", length))
 
     def abort_all(self, service: str, **kw: Any) -> FaultBlock:
         """Every request ``service`` holds aborted through its own ``/abort_request``."""

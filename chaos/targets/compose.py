@@ -116,6 +116,7 @@ def compose_env(cfg: StackConfig) -> dict[str, str]:
         else "",  # empty: the overlay's default
         "ENGINE_KV_CHECKSUM": "--disaggregation-enable-kv-checksum" if cfg.kv_checksum else "",
         "ENGINE_DECODE_PAGE_SIZE": f"--page-size={cfg.decode_page_size}" if cfg.decode_page_size else "",
+        **{f"ENGINE_{kind.upper()}_CONTEXT_LENGTH": "=".join(cfg.context_flag(kind)) for kind in ("prefill", "decode")},
         **cfg.hooks.to_env(),
         "SMG_REQUEST_TIMEOUT_SECS": str(cfg.router_request_timeout_s),
         "SMG_CB_TIMEOUT_SECS": str(cfg.router_cb_timeout_s),
@@ -175,9 +176,10 @@ class ComposeStack:
     def up(cls, cfg: StackConfig, variant: str = "compose") -> "ComposeStack":
         if variant not in VARIANTS:
             raise ConfigError(f"unknown compose variant {variant!r}; known: {', '.join(VARIANTS)}")
-        if (cfg.kv_checksum or cfg.hooks or cfg.decode_page_size) and not VARIANTS[variant].engine_options:
+        wants = cfg.kv_checksum or cfg.hooks or cfg.decode_page_size or cfg.context_length
+        if wants and not VARIANTS[variant].engine_options:
             raise ConfigError(
-                f"{variant} does not set the KV checksum, SGLang's failure hooks or decode's page size: "
+                f"{variant} does not set the KV checksum, SGLang's failure hooks, decode's page size or a context length: "
                 f"{', '.join(name for name, v in VARIANTS.items() if v.engine_options)} do"
             )
         info = StackInfo.planned(variant, cfg, uuid.uuid4().hex[:12], links=VARIANTS[variant].links)

@@ -221,6 +221,7 @@ class EmbeddedStack:
                 "--control-port", str(p.control),
                 "--control-advertise", f"{LOOPBACK}:{p.control_proxy}",
                 *common,
+                *cfg.context_flag("prefill"),
             )  # fmt: skip
             specs[name] = ProcSpec(name, argv, engine_env, logs / f"{name}.log")
         for i, name in enumerate(cfg.topology.decode_names):
@@ -233,6 +234,7 @@ class EmbeddedStack:
                 *common,
                 *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
                 *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
+                *cfg.context_flag("decode"),
             )  # fmt: skip
             specs[name] = ProcSpec(name, argv, engine_env, logs / f"{name}.log")
         return specs

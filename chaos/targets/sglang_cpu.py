@@ -242,6 +242,7 @@ class SGLangCPUStack(EmbeddedStack):
                 "--nccl-port", str(p.dist),
                 "--bootstrap-port", str(p.bootstrap),
                 *checksum,
+                *cfg.context_flag("prefill"),
             )  # fmt: skip
             specs[name] = ProcSpec(name, argv, env, logs / f"{name}.log")
         for i, name in enumerate(cfg.topology.decode_names):
@@ -253,6 +254,7 @@ class SGLangCPUStack(EmbeddedStack):
                 *(("--disaggregation-decode-enable-radix-cache",) if cfg.decode_radix_cache else ()),
                 *(("--page-size", str(cfg.decode_page_size)) if cfg.decode_page_size else ()),
                 *checksum,
+                *cfg.context_flag("decode"),
             )  # fmt: skip
             specs[name] = ProcSpec(name, argv, env, logs / f"{name}.log")
         return specs

@@ -216,6 +216,9 @@ class StackConfig:
     # decode's KV page size (SGLang's --page-size) where a suite makes it differ from prefill's,
     # which keeps the engines' default (1 token a page on CPU); None: both at the default
     decode_page_size: int | None = None
+    # the context length (SGLang's --context-length) of every engine of a kind ("prefill",
+    # "decode"), where a suite makes one kind's differ from the other's; empty: each engine's own
+    context_length: dict[str, int] = field(default_factory=dict)
     # how many engines of each kind (chaos.system.topology); the first of each keeps its plain name
     topology: Topology = field(default_factory=Topology)
     # SGLang's test hooks, failing rooms at random from the engines' start (off: all 0)
@@ -239,6 +242,16 @@ class StackConfig:
     # the GPUs of prefill and decode, on targets with GPUs (chaos.system.gpus hands them out): empty
     # elsewhere, and then compose/gpu.yaml's PREFILL_GPU and DECODE_GPU apply
     gpus: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        wrong = {k: n for k, n in self.context_length.items() if k not in ("prefill", "decode") or n < 1}
+        if wrong:
+            raise ConfigError(f"context_length takes an engine kind (prefill, decode) and a length >= 1: {wrong}")
+
+    def context_flag(self, kind: str) -> tuple[str, ...]:
+        """SGLang's ``--context-length`` for the engines of ``kind``, where the stack sets one."""
+        n = self.context_length.get(kind)
+        return () if n is None else ("--context-length", str(n))
 
 
 @dataclass
@@ -324,6 +337,7 @@ class StackInfo:
                 "decode_radix_cache": cfg.decode_radix_cache,
                 "kv_checksum": cfg.kv_checksum,
                 "decode_page_size": cfg.decode_page_size,
+                "context_length": dict(cfg.context_length),
                 "hooks": asdict(cfg.hooks),
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,

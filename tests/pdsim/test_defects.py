@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from chaos.errors import FaultNotApplied
-from chaos.faults.mismatch import MismatchedPages
+from chaos.faults.mismatch import MismatchedStart
 from chaos.system.topology import Topology
 from chaos.system.wait import wait_until
 from chaos.targets.stack import Timeouts
@@ -392,9 +392,11 @@ def test_a_prefill_of_another_page_size_is_refused_at_once_unless_page_size_unch
     else:
         assert took < 3.0 and "Page size mismatch" in leg.body["message"], (took, leg)
         assert s.is_running("decode")
-        assert "--page-size 16 in decode's command line" in MismatchedPages(s).verify()
-        with pytest.raises(FaultNotApplied, match="default page size"):
-            MismatchedPages(start("")).verify()
+        assert "--page-size 16 in decode's command line" in MismatchedStart(s, "decode", "--page-size", 16).verify()
+        with pytest.raises(FaultNotApplied, match="page-size None, not 16"):
+            MismatchedStart(start(""), "decode", "--page-size", 16).verify()
+        with pytest.raises(FaultNotApplied, match="default --page-size"):
+            MismatchedStart(s, "decode", "--page-size", None).verify()
 
 
 @pytest.mark.parametrize("defects", ["", "lost_prefill_fails_every_room"])

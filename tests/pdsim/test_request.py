@@ -46,3 +46,13 @@ def test_what_sglang_serves_pdsim_parses():
     _parse(Endpoint.GENERATE, _generate(top_k=0, temperature=0))  # greedy sets top_k to 1 first
     _parse(Endpoint.GENERATE, _generate(top_k=-1, top_p=1.0))
     _parse(Endpoint.CHAT, {"messages": [{"role": "user", "content": "word " * 40}]})  # no tokens asked: no total check
+
+
+def test_context_length_is_sglangs_flag_and_defaults_to_the_token_pool():
+    """``--context-length`` bounds the requests an engine takes (a stack sets it on one kind
+    to make the engines disagree); without it, the pool's size, as before."""
+    from pdsim.config import config_from_args
+
+    base = ["--mode", "decode", "--port", "1", "--kv-port", "2"]
+    assert config_from_args(base).context_len == 32768
+    assert config_from_args([*base, "--context-length", "256"]).context_len == 256

@@ -52,3 +52,20 @@ def test_environment_puts_the_shim_first_and_keeps_the_callers_timeouts():
     assert env["SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER"] == "1"
     assert "SGLANG_DISAGGREGATION_ALL_CP_RANKS_TRANSFER" not in environment("decode", {})
     assert environment("decode", {"PYTHONPATH": ""})["PYTHONPATH"] == str(SHIM)
+
+
+def test_a_context_length_is_passed_only_where_the_stack_sets_one():
+    """One kind's ``--context-length`` (``StackConfig.context_length``) reaches that kind's
+    engines, locally and through Compose, and nothing else."""
+    from chaos.errors import ConfigError
+    from chaos.targets.compose import compose_env
+    from chaos.targets.stack import StackConfig
+
+    assert _command("decode", context_length=256)[-2:] == ["--context-length", "256"]
+    assert "--context-length" not in _command("prefill")
+    cfg = StackConfig(context_length={"decode": 256})
+    assert cfg.context_flag("decode") == ("--context-length", "256") and cfg.context_flag("prefill") == ()
+    env = compose_env(cfg)
+    assert env["ENGINE_DECODE_CONTEXT_LENGTH"] == "--context-length=256" and env["ENGINE_PREFILL_CONTEXT_LENGTH"] == ""
+    with pytest.raises(ConfigError, match="engine kind"):
+        StackConfig(context_length={"router": 256})
