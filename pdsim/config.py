@@ -32,8 +32,9 @@ class EngineConfig:
     port: int
     host: str = "127.0.0.1"
     model: str = "pdsim/deterministic-1"
-    # prefill: where its bootstrap and control servers listen, and the control address it
-    # advertises in /route (a Toxiproxy listen address when the control link is proxied)
+    # prefill: where its bootstrap and control servers listen (control port 0: one the system
+    # picks, anew at each start, as SGLang's ZMQ port), and the control address it advertises
+    # in /route (a Toxiproxy listen address when the control link is proxied; else the port bound)
     bootstrap_port: int = 8998
     control_port: int = 0
     control_advertise: str = ""
@@ -75,8 +76,8 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "behaviour", Behaviour.with_defects(self.defects))
-        if self.mode is Mode.PREFILL and not (self.control_port and self.bootstrap_port):
-            raise ValueError("prefill needs --bootstrap-port and --control-port")
+        if self.mode is Mode.PREFILL and not self.bootstrap_port:
+            raise ValueError("prefill needs --bootstrap-port")
         if self.mode is Mode.DECODE and not self.kv_port:
             raise ValueError("decode needs --kv-port")
         if self.page_size < 1:
@@ -98,10 +99,6 @@ class EngineConfig:
     def context_len(self) -> int:
         """The longest request, in tokens: what SGLang's tokenizer manager checks each against."""
         return self.context_length or self.max_total_num_tokens
-
-    @property
-    def control_address(self) -> str:
-        return self.control_advertise or f"{self.host}:{self.control_port}"
 
     @property
     def kv_address(self) -> str:

@@ -70,8 +70,11 @@ class PrefillEngine(Engine):
         self.poll_failures = PollFailures(cfg.poll_failure_prob)  # SGLang's SGLANG_TEST_DISAGG_FAILURE_PROB
 
     async def start(self) -> None:
+        # port 0: one the system picks, anew at each start, as SGLang picks its ZMQ port
         self._control_server = await asyncio.start_server(self._serve_control, self.cfg.host, self.cfg.control_port)
-        rank_ip, rank_port = split_addr(self.cfg.control_address)
+        bound = self._control_server.sockets[0].getsockname()[1]
+        control = self.cfg.control_advertise or f"{self.cfg.host}:{bound}"
+        rank_ip, rank_port = split_addr(control)
         # what SGLang's CommonKVManager.register_to_bootstrap PUTs to /route
         self.bootstrap.table[(0, 0, 0, 0)] = {
             "rank_ip": rank_ip,
@@ -84,7 +87,7 @@ class PrefillEngine(Engine):
             state="started",
             mode="prefill",
             prefill_instance=self.instance_id,
-            control=self.cfg.control_address,
+            control=control,
         )
         await super().start()
 

@@ -92,6 +92,16 @@ class Capability(enum.Enum):
     # SGLang 0.5.23 raises that error inside its scheduler loop (try_ensure_parallel_info) and
     # the whole decode server exits (docs/known-issues.md)
     MISMATCH_REFUSED = "mismatch_refused"
+    # a restarted prefill serves its control channel from new ports (the rank ports its
+    # bootstrap server gives): real SGLang picks its ZMQ port at each start; pdsim does in an
+    # embedded stack that asks (StackConfig.fixed_control_port off), else it sits behind the
+    # stack's fixed control proxy
+    FRESH_RANK_PORTS = "fresh_rank_ports"
+    # decode drops a prefill's cached route when its control channel fails, and fetches it
+    # again: pdsim, as SGLang after sglang#36029. SGLang 0.5.23 keeps it until its heartbeat
+    # gives that prefill up, so a prefill back on new rank ports is never reached
+    # (docs/known-issues.md)
+    STALE_ROUTE_DROPPED = "stale_route_dropped"
 
 
 # What a stack of real SGLang engines (0.5.23, on every target that starts them) offers:
@@ -99,7 +109,13 @@ class Capability(enum.Enum):
 # ports, so only the client and bootstrap links are proxied; no pdsim defects, no inflight
 # watchdog (upstream has none); live queue gauges from its /v1/loads.
 REAL_SGLANG = frozenset(
-    {Capability.PROXIED_CLIENT, Capability.PROXIED_BOOTSTRAP, Capability.PROCESS_CONTROL, Capability.LIVE_QUEUE_GAUGES}
+    {
+        Capability.PROXIED_CLIENT,
+        Capability.PROXIED_BOOTSTRAP,
+        Capability.PROCESS_CONTROL,
+        Capability.LIVE_QUEUE_GAUGES,
+        Capability.FRESH_RANK_PORTS,
+    }
 )
 REAL_SGLANG_LINKS = ("client_router", "bootstrap")
 

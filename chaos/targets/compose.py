@@ -58,7 +58,10 @@ class Variant(NamedTuple):
 
 VARIANTS: dict[str, Variant] = {
     "compose": Variant(
-        ("cpu.yaml",), frozenset(Capability) - {Capability.KV_VERIFIED, Capability.LINK_DUPLICATE}, engine_options=True
+        ("cpu.yaml",),
+        # its prefill's control port is the overlay's, fixed: a restart keeps it
+        frozenset(Capability) - {Capability.KV_VERIFIED, Capability.LINK_DUPLICATE, Capability.FRESH_RANK_PORTS},
+        engine_options=True,
     ),
     "compose-sglang-cpu": Variant(
         ("sglang-cpu.yaml",), REAL_SGLANG | PACKET_CAPABILITIES, REAL_SGLANG_LINKS, PACKET_LINKS, engine_options=True

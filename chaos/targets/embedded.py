@@ -218,8 +218,11 @@ class EmbeddedStack:
                 py, "-m", "pdsim", "--mode", "prefill",
                 "--port", str(p.http),
                 "--disaggregation-bootstrap-port", str(p.bootstrap),
-                "--control-port", str(p.control),
-                "--control-advertise", f"{LOOPBACK}:{p.control_proxy}",
+                *(
+                    ("--control-port", str(p.control), "--control-advertise", f"{LOOPBACK}:{p.control_proxy}")
+                    if cfg.fixed_control_port
+                    else ("--control-port", "0")
+                ),
                 *common,
                 *cfg.context_flag("prefill"),
             )  # fmt: skip

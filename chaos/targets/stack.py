@@ -219,6 +219,10 @@ class StackConfig:
     # the context length (SGLang's --context-length) of every engine of a kind ("prefill",
     # "decode"), where a suite makes one kind's differ from the other's; empty: each engine's own
     context_length: dict[str, int] = field(default_factory=dict)
+    # pdsim prefills' control channel on the stack's fixed port, behind its control proxy; off,
+    # on a port the system picks at each start, dialled directly (no control link faults), as
+    # real SGLang's ZMQ port always is (suites/test_prefill_new_ports.py)
+    fixed_control_port: bool = True
     # how many engines of each kind (chaos.system.topology); the first of each keeps its plain name
     topology: Topology = field(default_factory=Topology)
     # SGLang's test hooks, failing rooms at random from the engines' start (off: all 0)
@@ -338,6 +342,7 @@ class StackInfo:
                 "kv_checksum": cfg.kv_checksum,
                 "decode_page_size": cfg.decode_page_size,
                 "context_length": dict(cfg.context_length),
+                "fixed_control_port": cfg.fixed_control_port,
                 "hooks": asdict(cfg.hooks),
                 "prefill_ms_per_token": cfg.prefill_ms_per_token,
                 "decode_ms_per_step": cfg.decode_ms_per_step,
