@@ -27,10 +27,10 @@ from __future__ import annotations
 import pytest
 
 from chaos import verdicts as v
-from chaos.observe.pipeline import ENGINE_QUEUES, PREFILL_BOOTSTRAP_FAILED, ROUTER_INFLIGHT
+from chaos.observe.pipeline import PREFILL_BOOTSTRAP_FAILED
 from chaos.observe.records import Phase
 from chaos.targets.stack import Timeouts
-from suites.test_overload import ARRIVAL_S, DECODE_PREALLOC, QUEUED, RUNNING, TOKENS, mixed, queued_for
+from suites.test_overload import RUNNING, queue_past
 
 pytestmark = [pytest.mark.fault("load")]
 
@@ -90,25 +90,18 @@ def stack(stack_factory):
 def test_requests_that_only_queue_are_served_under_the_default_timeouts(scenario, workload, faults, bounds):
     """The queueing test of ``test_overload`` on the defaults' relation: each request queues
     in decode's prealloc, none meets a fault, so each must be served."""
-    d = bounds.patient()
     scenario.judge(
         v.outcomes_in(set(), phase=Phase.FAULT),
         v.counter_never_rises(
             PREFILL_BOOTSTRAP_FAILED, why="a request that only queued in decode's prealloc met no fault"
         ),
     )
-    with faults.by_clients(
-        f"overload: {QUEUED} requests, one every {ARRIVAL_S:g} s, {TOKENS} tokens each, into a decode running "
-        f"{RUNNING}, bootstrap and waiting timeouts {DEFAULTS.bootstrap_s} s"
-    ):
-        workload.background(
-            mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S
-        ).join()
-    scenario.require(
-        queued_for(
-            DECODE_PREALLOC,
-            bounds.bootstrap_s + bounds.slack_s,
-            why="the load never queued in prealloc longer than the bootstrap timeout",
-        )
+    queue_past(
+        scenario,
+        workload,
+        faults,
+        bounds,
+        past_s=bounds.bootstrap_s,
+        timeout="bootstrap",
+        note=f", bootstrap and waiting timeouts {DEFAULTS.bootstrap_s} s",
     )
-    scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)

@@ -180,8 +180,8 @@ def mixed(workload, n: int, *, max_tokens: int, tag: str) -> list[dict]:
 
 
 def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bounds):
-    # a queued stream sends no byte until it leaves decode's queues: its stall bound is the router's
-    d = bounds.patient()
+    # a queued stream sends no byte until it leaves decode's queues: its stall bound is the
+    # router's (queue_past sends each to the patient deadlines)
     scenario.judge(
         v.outcomes_in(set(), phase=Phase.FAULT),
         v.counter_never_rises(
@@ -192,17 +192,26 @@ def test_queued_requests_are_served_not_timed_out(scenario, workload, faults, bo
             PREFILL_BOOTSTRAP_FAILED, why="decode's metadata reached prefill within its bootstrap timeout"
         ),
     )
+    queue_past(scenario, workload, faults, bounds, past_s=bounds.waiting_s, timeout="waiting")
+
+
+def queue_past(scenario, workload, faults, bounds, *, past_s: float, timeout: str, note: str = "") -> None:
+    """The queueing load, a fault of the clients' own (``note`` adds to its description):
+    QUEUED mixed requests into decode's small window, each to its patient deadlines; then the
+    premise that decode's prealloc held requests past ``past_s`` and the slack (the ``timeout``
+    the load is to outlast), and the settle."""
     with faults.by_clients(
-        f"overload: {QUEUED} requests, one every {ARRIVAL_S:g} s, {TOKENS} tokens each, into a decode running {RUNNING}"
+        f"overload: {QUEUED} requests, one every {ARRIVAL_S:g} s, {TOKENS} tokens each, into a decode running "
+        f"{RUNNING}{note}"
     ):
         workload.background(
-            mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=d, interval_s=ARRIVAL_S
+            mixed(workload, QUEUED, max_tokens=TOKENS, tag="queued"), deadlines=bounds.patient(), interval_s=ARRIVAL_S
         ).join()
     scenario.require(
         queued_for(
             DECODE_PREALLOC,
-            bounds.waiting_s + bounds.slack_s,
-            why="the load never queued in prealloc longer than the waiting timeout",
+            past_s + bounds.slack_s,
+            why=f"the load never queued in prealloc longer than the {timeout} timeout",
         )
     )
     scenario.settle(ENGINE_QUEUES + ROUTER_INFLIGHT, within_s=bounds.quiet_s)
