@@ -50,7 +50,9 @@ SGLANG_CLOCKS_THE_QUEUE = (
     "client learns after both, 12.6 s. smg retries plain requests (some then served) and charges every failed "
     "attempt to both workers' breakers. Real SGLang on CPU, 2026-12-07: 6 of 25 streams failed, 12 bootstrap "
     "failures; pdsim, which copies the clocks, 5 of 25 and 8. 0.5.23's mitigation, off by default: "
-    "--disaggregation-decode-allocation-policy prefill_complete starts the clock when prefill is done"
+    "--disaggregation-decode-allocation-policy prefill_complete starts the clock when prefill is done. A race "
+    "with the machine's speed: a third run on sglang-cpu served all 25, its prealloc queue held 7.5 s and more "
+    "but no room past the timeout (not strict)"
 )
 
 
@@ -72,6 +74,7 @@ def stack(stack_factory):
     version="0.5.23",
     behaviour=SGLANG_CLOCKS_THE_QUEUE,
     evidence={"outcomes": ["clean_error"]},
+    strict=False,
 )
 @pytest.mark.known_issue(
     "counter_never_rises",
@@ -79,6 +82,7 @@ def stack(stack_factory):
     version="0.5.23",
     behaviour=SGLANG_CLOCKS_THE_QUEUE,
     evidence={"after_fault": True},
+    strict=False,
 )
 @pytest.mark.known_issue(
     "charged_only_where_struck",
@@ -86,6 +90,7 @@ def stack(stack_factory):
     version="0.5.23",
     behaviour=SGLANG_CLOCKS_THE_QUEUE,
     evidence={"unstruck": ["prefill", "decode"]},
+    strict=False,
 )
 def test_requests_that_only_queue_are_served_under_the_default_timeouts(scenario, workload, faults, bounds):
     """The queueing test of ``test_overload`` on the defaults' relation: each request queues
