@@ -5,6 +5,8 @@ read by the suites' ``known_issue`` marks and by explore's table of known issues
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 __all__ = [
@@ -13,7 +15,29 @@ __all__ = [
     "FAILED_KV_HELD_TILL_NEXT_REQUEST",
     "deferred_kv_release",
     "failed_kv_held_till_next_request",
+    "sglang_known",
 ]
+
+SGLANG_VERSION = "0.5.23"  # the SGLang every target that starts real engines runs
+
+
+def sglang_known(
+    verdict: str, behaviour: str, *, evidence: dict[str, Any], lacking: str | None = None, strict: bool = True
+) -> pytest.MarkDecorator:
+    """A known issue of SGLang at the version run here on ``verdict``: its ``behaviour``, the
+    ``evidence`` shape it leaves, and where it applies (targets ``lacking`` that capability;
+    every target without one)."""
+    where = {} if lacking is None else {"lacking": lacking}
+    return pytest.mark.known_issue(
+        verdict,
+        component="SGLang",
+        version=SGLANG_VERSION,
+        behaviour=behaviour,
+        evidence=evidence,
+        strict=strict,
+        **where,
+    )
+
 
 DEFERRED_KV_RELEASE = (
     "decode keeps the KV pages of a transfer that failed (a KV link down or reset, a prefill killed) "
@@ -29,14 +53,8 @@ DEFERRED_KV_RELEASE_HELD = {"held": ["decode:num_used_tokens"]}
 def _decode_kv_held(behaviour: str, *, strict: bool) -> pytest.MarkDecorator:
     """A known issue on ``no_leak`` whose evidence is decode's KV held, and nothing else, for
     engines that do not free a failed transfer's pages at once."""
-    return pytest.mark.known_issue(
-        "no_leak",
-        component="SGLang",
-        version="0.5.23",
-        behaviour=behaviour,
-        evidence=DEFERRED_KV_RELEASE_HELD,
-        lacking="failed_transfer_freed_at_once",
-        strict=strict,
+    return sglang_known(
+        "no_leak", behaviour, evidence=DEFERRED_KV_RELEASE_HELD, lacking="failed_transfer_freed_at_once", strict=strict
     )
 
 

@@ -30,6 +30,7 @@ from chaos import verdicts as v
 from chaos.observe.pipeline import PREFILL_BOOTSTRAP_FAILED
 from chaos.observe.records import Phase
 from chaos.targets.stack import Timeouts
+from chaos.upstream import sglang_known
 from suites.test_overload import RUNNING, queue_past
 
 pytestmark = [pytest.mark.fault("load")]
@@ -68,29 +69,10 @@ def stack(stack_factory):
         yield target
 
 
-@pytest.mark.known_issue(
-    "outcomes_in",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=SGLANG_CLOCKS_THE_QUEUE,
-    evidence={"outcomes": ["clean_error"]},
-    strict=False,
-)
-@pytest.mark.known_issue(
-    "counter_never_rises",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=SGLANG_CLOCKS_THE_QUEUE,
-    evidence={"after_fault": True},
-    strict=False,
-)
-@pytest.mark.known_issue(
-    "charged_only_where_struck",
-    component="SGLang",
-    version="0.5.23",
-    behaviour=SGLANG_CLOCKS_THE_QUEUE,
-    evidence={"unstruck": ["prefill", "decode"]},
-    strict=False,
+@sglang_known("outcomes_in", SGLANG_CLOCKS_THE_QUEUE, evidence={"outcomes": ["clean_error"]}, strict=False)
+@sglang_known("counter_never_rises", SGLANG_CLOCKS_THE_QUEUE, evidence={"after_fault": True}, strict=False)
+@sglang_known(
+    "charged_only_where_struck", SGLANG_CLOCKS_THE_QUEUE, evidence={"unstruck": ["prefill", "decode"]}, strict=False
 )
 def test_requests_that_only_queue_are_served_under_the_default_timeouts(scenario, workload, faults, bounds):
     """The queueing test of ``test_overload`` on the defaults' relation: each request queues

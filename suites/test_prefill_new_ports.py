@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import pytest
 
 from chaos import verdicts as v
@@ -34,27 +33,20 @@ from chaos.errors import PremiseNotMet
 from chaos.observe.pipeline import ENGINE_QUEUES, ROUTER_INFLIGHT
 from chaos.observe.records import Phase
 from chaos.observe.triggers import Condition
+from chaos.targets.bringup import rank_port
 from chaos.targets.stack import Timeouts
-from chaos.upstream import deferred_kv_release
+from chaos.upstream import deferred_kv_release, sglang_known
 
 pytestmark = [pytest.mark.fault("process"), pytest.mark.needs("process_control", "fresh_rank_ports")]
 
 HEARTBEAT_S, MISSES = 2.0, 60  # decode gives a silent prefill up after 120 s: past any restart here
-ROUTE = "/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
-HTTP_CALL_S = 5.0
-
-
-def rank_port(target) -> int:
-    """The port of prefill's control channel, as its bootstrap server gives it to decode."""
-    url = target.info.endpoints["prefill_bootstrap"] + ROUTE
-    return int(httpx.get(url, timeout=HTTP_CALL_S).json()["rank_port"])
 
 
 def rank_port_is_not(target, before: int) -> Condition:
     """Prefill's bootstrap server gives a rank port other than ``before``."""
 
     def check(sampler, since: float) -> tuple[bool, str]:
-        now = rank_port(target)
+        now = rank_port(target.info.endpoints["prefill_bootstrap"])
         return now != before, f"rank port {now} (before the restart: {before})"
 
     return Condition(f"prefill's rank port is not {before}", check)
@@ -70,18 +62,6 @@ SGLANG_KEEPS_THE_OLD_ROUTE = (
 )
 
 
-def _sglang_keeps(verdict: str, *, strict: bool = True, **evidence: object) -> pytest.MarkDecorator:
-    return pytest.mark.known_issue(
-        verdict,
-        component="SGLang",
-        version="0.5.23",
-        behaviour=SGLANG_KEEPS_THE_OLD_ROUTE,
-        evidence=evidence,
-        lacking="stale_route_dropped",
-        strict=strict,
-    )
-
-
 @pytest.fixture(scope="module")
 def stack(stack_factory):
     """The session's settings, but a heartbeat that tolerates a prefill restart."""
@@ -91,17 +71,30 @@ def stack(stack_factory):
         yield target
 
 
-@_sglang_keeps("recovers", outcomes=["clean_error", "client_timeout"])
-@_sglang_keeps("outcomes_in", outcomes=["clean_error"])
+@sglang_known(
+    "recovers",
+    SGLANG_KEEPS_THE_OLD_ROUTE,
+    evidence={"outcomes": ["clean_error", "client_timeout"]},
+    lacking="stale_route_dropped",
+)
+@sglang_known(
+    "outcomes_in", SGLANG_KEEPS_THE_OLD_ROUTE, evidence={"outcomes": ["clean_error"]}, lacking="stale_route_dropped"
+)
 # decode's waiting timeouts, charged where smg counts them (its plain requests' attempts): not strict
-@_sglang_keeps("charged_only_where_struck", strict=False, unstruck="decode", struck=["prefill"])
+@sglang_known(
+    "charged_only_where_struck",
+    SGLANG_KEEPS_THE_OLD_ROUTE,
+    evidence={"unstruck": "decode", "struck": ["prefill"]},
+    lacking="stale_route_dropped",
+    strict=False,
+)
 @deferred_kv_release  # decode's pages of each failed room, till its 30 s deferred release
 def test_decode_serves_a_prefill_restarted_on_new_ports(scenario, workload, faults, bounds):
     """Conversations served, prefill restarted on new rank ports while decode still holds its
     route: once prefill is back a fresh request succeeds, and every conversation after it."""
     scenario.judge(v.recovers(within_s=bounds.recovery_s), v.outcomes_in(set(), phase=Phase.AFTER))
     workload.conversations(agents=2, rounds=2).run()  # decode fetches prefill's route and keeps it
-    before = rank_port(scenario.target)
+    before = rank_port(scenario.target.info.endpoints["prefill_bootstrap"])
     began = time.monotonic()
     with faults.restart("prefill"):
         faults.wait(rank_port_is_not(scenario.target, before), deadline_s=bounds.recovery_s)

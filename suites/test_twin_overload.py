@@ -71,12 +71,19 @@ def shape() -> Shape:
     return SHAPE
 
 
-def vetoed_while_not_ready(scenario, twin: str, struck: str) -> Condition:
-    """smg's log says a load poll vetoed ``twin`` as overloaded before it said ``struck``,
-    dead, went from NotReady to Failed (smg 1.13.0's words, monitor.rs and manager.rs)."""
-    veto = f"Worker overload veto set worker_url={scenario.worker(twin)} "
+def veto_or_failed(scenario, veto: str, twin: str, struck: str) -> tuple[str, Condition]:
+    """smg's line for its load poll's ``veto`` of ``twin`` (``set``, ``cleared``), and a
+    condition that holds once smg logs it or says ``struck``, dead, went from NotReady to
+    Failed, whichever first (smg 1.13.0's words, monitor.rs and manager.rs)."""
+    line = f"Worker overload veto {veto} worker_url={scenario.worker(twin)} "
     failed = f"Worker status transition worker_url={scenario.worker(struck)} old=NotReady new=Failed"
-    seen = scenario.logs("router", f"{re.escape(veto)}|{re.escape(failed)}")
+    return line, scenario.logs("router", f"{re.escape(line)}|{re.escape(failed)}")
+
+
+def vetoed_while_not_ready(scenario, twin: str, struck: str) -> Condition:
+    """smg's log says a load poll vetoed ``twin`` as overloaded before it said ``struck``
+    went Failed."""
+    veto, seen = veto_or_failed(scenario, "set", twin, struck)
 
     def check(sampler, since: float) -> tuple[bool, str]:
         held, line = seen.check(sampler, since)
@@ -88,9 +95,7 @@ def vetoed_while_not_ready(scenario, twin: str, struck: str) -> Condition:
 def veto_over(scenario, twin: str, struck: str) -> Condition:
     """smg's log says a load poll cleared its veto of ``twin``, or that ``struck`` went Failed
     (from then on a veto is not the one tested)."""
-    cleared = f"Worker overload veto cleared worker_url={scenario.worker(twin)} "
-    failed = f"Worker status transition worker_url={scenario.worker(struck)} old=NotReady new=Failed"
-    return scenario.logs("router", f"{re.escape(cleared)}|{re.escape(failed)}")
+    return veto_or_failed(scenario, "cleared", twin, struck)[1]
 
 
 @premise(lambda twin, struck, **_: f"began_inside_the_veto({twin}, {struck})")

@@ -80,18 +80,12 @@ def ends_serving() -> frozenset[str]:
     return frozenset(a for a, k in KINDS.items() if k.ends_serving)
 
 
-def _first(where: str) -> str:
-    """The first of a kind that ``where`` is one of: a second engine or its link (``decode2``,
-    ``kv2``: ``chaos.system.topology``) means what the first one does."""
-    return first_of_kind(where)
-
-
 def primary_path(action: str, where: str) -> bool:
     """Whether the primary paths alone answer ``action`` on ``where``."""
     at = _kind(action).primary_at
-    return ANYWHERE in at or _first(where) in at
+    return ANYWHERE in at or first_of_kind(where) in at
 
 
 def cut_of(action: str, where: str) -> str | None:
     """The cut ``action`` on ``where`` makes of the client's hop (``CUT_OUTCOMES``), if any."""
-    return _kind(action).cuts.get(_first(where))
+    return _kind(action).cuts.get(first_of_kind(where))

@@ -16,7 +16,16 @@ from chaos.system.wait import HTTP_CALL_S, PROBE, http_ok, wait_until
 from chaos.targets.stack import StackInfo
 from chaos.targets.toxiproxy import ToxiproxyClient
 
-__all__ = ["create_proxies", "last_line", "ready_url", "served_model", "wait_ready", "warm_up"]
+__all__ = [
+    "RANK_ROUTE",
+    "create_proxies",
+    "last_line",
+    "rank_port",
+    "ready_url",
+    "served_model",
+    "wait_ready",
+    "warm_up",
+]
 
 
 def ready_url(info: StackInfo, service: str) -> str:
@@ -90,3 +99,14 @@ def last_line(log: str) -> str:
     """The last non-blank line of a log: what a service said before it died."""
     lines = [ln for ln in log.splitlines() if ln.strip()]
     return lines[-1] if lines else "(empty log)"
+
+
+# rank 0's entry in a prefill's bootstrap server, as decode asks for it (SGLang's and pdsim's /route)
+RANK_ROUTE = "/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
+
+
+def rank_port(bootstrap: str) -> int:
+    """The port of prefill's control channel, as its bootstrap server (at URL ``bootstrap``)
+    gives it to decode: SGLang's ZMQ port, picked at each start; pdsim's control address.
+    Raises what the call or the reply's reading raises (httpx's errors, ValueError, KeyError)."""
+    return int(httpx.get(bootstrap + RANK_ROUTE, timeout=HTTP_CALL_S).json()["rank_port"])

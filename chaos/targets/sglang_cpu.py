@@ -39,8 +39,9 @@ from chaos.system.procs import ProcSpec, since_last_start
 from chaos.system.shm import remove_orphans
 from chaos.system.tools import REPO_ROOT
 from chaos.system.topology import first_of_kind, is_engine, kind_of, link_ends, link_of
-from chaos.system.wait import HTTP_CALL_S, wait_until
+from chaos.system.wait import wait_until
 from chaos.targets.base import ENGINE_LINKS, REAL_SGLANG, REAL_SGLANG_LINKS, Capability
+from chaos.targets.bringup import RANK_ROUTE, rank_port
 from chaos.targets.embedded import EmbeddedStack
 from chaos.targets.stack import PortPlan, StackConfig, StackInfo
 
@@ -124,10 +125,10 @@ def sglang_packet_link(
             namespace, (transport, handshake), f"decode's Mooncake TCP transport {transport} and handshake {handshake}"
         )
     if link == "control":
-        url = f"{prefill_bootstrap}/route?prefill_dp_rank=0&prefill_cp_rank=0&target_tp_rank=0&target_pp_rank=0"
         try:
-            port = int(httpx.get(url, timeout=HTTP_CALL_S).json()["rank_port"])
+            port = rank_port(prefill_bootstrap)
         except (httpx.HTTPError, ValueError, KeyError) as exc:
+            url = prefill_bootstrap + RANK_ROUTE
             raise FaultNotApplied(f"prefill's bootstrap server did not give its ZMQ port ({url}): {exc}") from exc
         return PacketLink(namespace, (port,), f"prefill's ZMQ port {port} (decode's handshake and metadata)")
     raise ConfigError(
